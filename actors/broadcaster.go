@@ -1,0 +1,89 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/eventd/eventd/engine/metrics"
+)
+
+// Subscriber receives committed events of one dataset. Offer must not block:
+// a subscriber owns a bounded queue and its own writer goroutine.
+type Subscriber interface {
+	Offer(events []CommittedEvent)
+}
+
+// Subscribe adds a subscriber to a dataset.
+type Subscribe struct {
+	Dataset uint32
+	Sub     Subscriber
+	Done    chan struct{} // closed once the subscription is in place
+}
+
+// Unsubscribe removes a subscriber.
+type Unsubscribe struct {
+	Dataset uint32
+	Sub     Subscriber
+}
+
+// broadcaster fans committed events out to the subscribers of their dataset.
+type broadcaster struct {
+	subs      map[uint32]map[Subscriber]struct{}
+	delivered *metrics.Counter
+	batches   *metrics.Counter
+	scratch   []CommittedEvent
+}
+
+// NewBroadcaster spawns the broadcaster actor.
+func NewBroadcaster(system *actor.ActorSystem, reg *metrics.Registry) *actor.PID {
+	b := &broadcaster{
+		subs:      make(map[uint32]map[Subscriber]struct{}),
+		delivered: reg.Counter("eventd_broadcast_offers_total", "Events offered to stream subscribers.", ""),
+		batches:   reg.Counter("eventd_broadcast_batches_total", "Committed batches received by the broadcaster.", ""),
+	}
+	return system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return b }))
+}
+
+func (b *broadcaster) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *Committed:
+		b.batches.Inc()
+		b.fanOut(m.Events)
+	case *Subscribe:
+		set := b.subs[m.Dataset]
+		if set == nil {
+			set = make(map[Subscriber]struct{})
+			b.subs[m.Dataset] = set
+		}
+		set[m.Sub] = struct{}{}
+		if m.Done != nil {
+			close(m.Done)
+		}
+	case *Unsubscribe:
+		if set := b.subs[m.Dataset]; set != nil {
+			delete(set, m.Sub)
+			if len(set) == 0 {
+				delete(b.subs, m.Dataset)
+			}
+		}
+	}
+}
+
+// fanOut hands each subscriber the events of its dataset, in record order.
+func (b *broadcaster) fanOut(events []CommittedEvent) {
+	if len(b.subs) == 0 {
+		return
+	}
+	for i := 0; i < len(events); {
+		ds := events[i].Dataset
+		j := i + 1
+		for j < len(events) && events[j].Dataset == ds {
+			j++
+		}
+		run := events[i:j]
+		for sub := range b.subs[ds] {
+			sub.Offer(run)
+			b.delivered.Add(uint64(len(run)))
+		}
+		i = j
+	}
+}

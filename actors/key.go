@@ -1,0 +1,362 @@
+package actors
+
+import (
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/eventd/eventd/engine/ratelimit"
+	"github.com/eventd/eventd/storage"
+)
+
+// IdempotencyTTL is how long an idempotency key is remembered.
+const IdempotencyTTL = 24 * time.Hour
+
+// KeyConfig is what a key actor knows of its API key. The engine owns it.
+type KeyConfig struct {
+	ID string
+	// Limits returns the key's current standard limits; the project's plan can change at any time.
+	Limits func() ratelimit.Limits
+	// LastUsed is the Unix ms of the last counted request, read by the admin API.
+	LastUsed *atomic.Int64
+}
+
+// idemDone tells a key actor that a shard settled some of its idempotency keys.
+type idemDone struct{ keys []string }
+
+// persistTick asks a key actor to save its windows if they changed.
+type persistTick struct{}
+
+// NotInfluenceReceiveTimeout keeps ticks from keeping an idle actor alive.
+func (persistTick) NotInfluenceReceiveTimeout() {}
+
+type blocked struct {
+	req *Request
+	rep *Reply
+}
+
+// keyActor serialises everything about one API key, so its windows and
+// idempotency keys need no locks.
+type keyActor struct {
+	cfg     *KeyConfig
+	keys    *Keys
+	buckets [3]*ratelimit.Bucket
+	dirty   bool
+	gone    bool // passivated: forward whatever still arrives
+	next    uint32
+	// inflight holds idempotency keys sent to a shard and not yet committed;
+	// requests that repeat one wait in waiting until it settles.
+	inflight map[string]uint64
+	waiting  map[string][]blocked
+}
+
+func (k *keyActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		k.load()
+		ctx.SetReceiveTimeout(k.keys.idle)
+	case *Request:
+		if k.gone {
+			k.keys.Send(k.cfg, m)
+			return
+		}
+		k.handle(ctx, m)
+	case *idemDone:
+		k.settle(ctx, m.keys)
+	case persistTick:
+		k.persist()
+	case *actor.ReceiveTimeout:
+		if len(k.inflight) == 0 && !k.gone {
+			k.gone = k.keys.passivate(k.cfg.ID, ctx.Self(), k.persist)
+		}
+	case *actor.Stopping:
+		if !k.gone {
+			k.persist()
+		}
+		for _, list := range k.waiting {
+			for _, b := range list {
+				b.rep.Err = ErrStopped
+				b.req.Reply <- b.rep
+			}
+		}
+	}
+}
+
+func (k *keyActor) limits(kind ratelimit.Kind) ratelimit.Limits {
+	switch kind {
+	case ratelimit.Batch:
+		return k.cfg.Limits().Tenth()
+	case ratelimit.AnalyticsKind:
+		return ratelimit.Analytics
+	default:
+		return k.cfg.Limits()
+	}
+}
+
+func (k *keyActor) handle(ctx actor.Context, req *Request) {
+	rep := &Reply{Allowed: true}
+	if req.Kind != ratelimit.None {
+		lim := k.limits(req.Kind)
+		b := k.buckets[req.Kind]
+		rep.Allowed, rep.RetryAfter = b.Admit(req.Now, lim)
+		rep.Windows = append([]ratelimit.WindowStatus(nil), b.Status(req.Now, lim)...)
+		if rep.Allowed {
+			k.dirty = true
+			k.cfg.LastUsed.Store(req.Now.UnixMilli())
+		}
+	}
+	if req.Snapshot {
+		for kind := range k.buckets {
+			lim := k.limits(ratelimit.Kind(kind))
+			rep.Buckets[kind] = append([]ratelimit.WindowStatus(nil), k.buckets[kind].Status(req.Now, lim)...)
+		}
+		if req.Kind == ratelimit.None {
+			rep.Windows = rep.Buckets[ratelimit.Standard]
+		}
+	}
+	if !rep.Allowed || req.Write == nil {
+		req.Reply <- rep
+		return
+	}
+	k.write(ctx, req, rep)
+}
+
+// write settles idempotency keys, then forwards what is new to a shard.
+func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
+	w := req.Write
+	rep.Results = make([]Result, len(w.Events))
+	c := &commit{keyID: k.cfg.ID, reply: rep, replyTo: req.Reply}
+	var local map[string]int // idempotency keys earlier in this write
+	store := w.Events[:0:0]
+	for i := range w.Events {
+		p := &w.Events[i]
+		if p.IdemKey != "" {
+			if j, ok := local[p.IdemKey]; ok {
+				if w.Events[j].Hash == p.Hash {
+					rep.Results[i] = Result{Outcome: Duplicate, Of: j}
+				} else {
+					rep.Results[i] = Result{Outcome: Conflict}
+				}
+				continue
+			}
+			if local == nil {
+				local = make(map[string]int)
+			}
+			local[p.IdemKey] = i
+			if _, busy := k.inflight[p.IdemKey]; busy {
+				// Another request with this key is being committed: answer
+				// this one once that one is durable, from its record.
+				k.waiting[p.IdemKey] = append(k.waiting[p.IdemKey], blocked{req, rep})
+				return
+			}
+			rec, err := k.keys.db.GetIdempotency(k.cfg.ID, p.IdemKey)
+			switch {
+			case err == nil && time.Duration(req.Now.UnixMilli()-rec.CreatedAt)*time.Millisecond < IdempotencyTTL:
+				if rec.Hash == p.Hash {
+					rep.Results[i] = Result{Outcome: Replayed, ID: rec.ID, Timestamp: rec.Timestamp}
+				} else {
+					rep.Results[i] = Result{Outcome: Conflict}
+				}
+				continue
+			case err != nil && !errors.Is(err, storage.ErrNotFound):
+				rep.Err = err
+				req.Reply <- rep
+				return
+			}
+			c.keys = append(c.keys, p.IdemKey)
+		}
+		store = append(store, *p)
+		c.slots = append(c.slots, i)
+	}
+	if len(store) == 0 {
+		req.Reply <- rep
+		return
+	}
+	for _, key := range c.keys {
+		k.inflight[key] = 0
+	}
+	if len(c.keys) > 0 {
+		c.owner = ctx.Self()
+	}
+	c.write = &Write{Dataset: w.Dataset, ReceivedAt: w.ReceivedAt, Events: store}
+	k.next++
+	k.keys.shards.send(w.Dataset, k.next, c)
+}
+
+// settle releases idempotency keys and retries the requests that waited on them.
+func (k *keyActor) settle(ctx actor.Context, keys []string) {
+	var retry []blocked
+	for _, key := range keys {
+		delete(k.inflight, key)
+		retry = append(retry, k.waiting[key]...)
+		delete(k.waiting, key)
+	}
+	for _, b := range retry {
+		k.write(ctx, b.req, b.rep)
+	}
+}
+
+// persisted state: per bucket a length-prefixed blob.
+func (k *keyActor) persist() {
+	if !k.dirty {
+		return
+	}
+	var out []byte
+	for _, b := range k.buckets {
+		p, err := b.MarshalBinary()
+		if err != nil {
+			k.keys.log.Error("marshal rate-limit windows", "key", k.cfg.ID, "err", err)
+			return
+		}
+		out = binary.AppendUvarint(out, uint64(len(p)))
+		out = append(out, p...)
+	}
+	out = binary.BigEndian.AppendUint64(out, uint64(k.cfg.LastUsed.Load()))
+	if err := k.keys.db.PutWindows(k.cfg.ID, out); err != nil {
+		k.keys.log.Error("persist rate-limit windows", "key", k.cfg.ID, "err", err)
+		return
+	}
+	k.dirty = false
+}
+
+func (k *keyActor) load() {
+	for i := range k.buckets {
+		k.buckets[i] = ratelimit.NewBucket()
+	}
+	k.inflight = make(map[string]uint64)
+	k.waiting = make(map[string][]blocked)
+	p, err := k.keys.db.GetWindows(k.cfg.ID)
+	if err != nil {
+		if !errors.Is(err, storage.ErrNotFound) {
+			k.keys.log.Error("load rate-limit windows", "key", k.cfg.ID, "err", err)
+		}
+		return
+	}
+	for i := range k.buckets {
+		n, w := binary.Uvarint(p)
+		if w <= 0 || uint64(len(p)-w) < n {
+			k.keys.log.Error("corrupt rate-limit windows", "key", k.cfg.ID)
+			return
+		}
+		if err := k.buckets[i].UnmarshalBinary(p[w : w+int(n)]); err != nil {
+			k.keys.log.Error("corrupt rate-limit windows", "key", k.cfg.ID, "err", err)
+			k.buckets[i] = ratelimit.NewBucket()
+		}
+		p = p[w+int(n):]
+	}
+	if len(p) == 8 {
+		last := int64(binary.BigEndian.Uint64(p))
+		if last > k.cfg.LastUsed.Load() {
+			k.cfg.LastUsed.Store(last)
+		}
+	}
+}
+
+// LoadLastUsed reads the persisted last-use time of a key without an actor.
+func LoadLastUsed(db *storage.DB, keyID string) int64 {
+	p, err := db.GetWindows(keyID)
+	if err != nil || len(p) < 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(p[len(p)-8:]))
+}
+
+// Keys spawns key actors on demand for known keys only and stops them when idle.
+type Keys struct {
+	system *actor.ActorSystem
+	db     *storage.DB
+	shards *Shards
+	log    *slog.Logger
+	idle   time.Duration
+
+	mu   sync.RWMutex
+	pids map[string]*actor.PID
+}
+
+// NewKeys returns an empty registry; idle is how long an unused key actor lives.
+func NewKeys(system *actor.ActorSystem, db *storage.DB, shards *Shards, log *slog.Logger, idle time.Duration) *Keys {
+	return &Keys{system: system, db: db, shards: shards, log: log, idle: idle, pids: make(map[string]*actor.PID)}
+}
+
+// Send delivers msg to the actor of cfg's key, spawning it first if needed.
+// The send happens under the read lock, so passivation (under the write lock)
+// sees every message already in the old actor's mailbox.
+func (r *Keys) Send(cfg *KeyConfig, msg any) {
+	r.mu.RLock()
+	pid := r.pids[cfg.ID]
+	if pid != nil {
+		r.system.Root.Send(pid, msg)
+		r.mu.RUnlock()
+		return
+	}
+	r.mu.RUnlock()
+	r.mu.Lock()
+	pid = r.pids[cfg.ID]
+	if pid == nil {
+		k := &keyActor{cfg: cfg, keys: r}
+		pid = r.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return k }))
+		r.pids[cfg.ID] = pid
+	}
+	r.system.Root.Send(pid, msg)
+	r.mu.Unlock()
+}
+
+// passivate removes an idle actor after saving its state; it then only
+// forwards stragglers to its successor until its poison pill arrives.
+func (r *Keys) passivate(id string, pid *actor.PID, persist func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pids[id] != pid {
+		return false
+	}
+	persist()
+	delete(r.pids, id)
+	r.system.Root.Poison(pid)
+	return true
+}
+
+// Forget stops the actor of a revoked key without saving anything more.
+func (r *Keys) Forget(id string) {
+	r.mu.Lock()
+	pid := r.pids[id]
+	delete(r.pids, id)
+	r.mu.Unlock()
+	if pid != nil {
+		r.system.Root.Poison(pid)
+	}
+}
+
+// PersistAll asks every live key actor to save its windows.
+func (r *Keys) PersistAll() {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, pid := range r.pids {
+		r.system.Root.Send(pid, persistTick{})
+	}
+}
+
+// Len is the number of live key actors.
+func (r *Keys) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.pids)
+}
+
+// StopAll stops every key actor and waits until each has saved its windows.
+func (r *Keys) StopAll() {
+	r.mu.Lock()
+	pids := make([]*actor.PID, 0, len(r.pids))
+	for id, pid := range r.pids {
+		pids = append(pids, pid)
+		delete(r.pids, id)
+	}
+	r.mu.Unlock()
+	for _, pid := range pids {
+		_ = r.system.Root.PoisonFuture(pid).Wait()
+	}
+}

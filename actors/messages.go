@@ -1,0 +1,88 @@
+package actors
+
+import (
+	"errors"
+	"github.com/asynkron/protoactor-go/actor"
+	"time"
+
+	"github.com/eventd/eventd/engine/ratelimit"
+	"github.com/eventd/eventd/storage"
+)
+
+// Request is what an HTTP handler sends to a key actor: count the request in
+// its bucket and, when Write is set and the request is admitted, store events.
+type Request struct {
+	Kind     ratelimit.Kind
+	Now      time.Time
+	Write    *Write // nil: admission only
+	Snapshot bool   // fill Reply.Buckets with every bucket's windows (GET /rate-limit)
+	Reply    chan *Reply
+}
+
+// Write is a set of events for one dataset, stored atomically.
+type Write struct {
+	Dataset    uint32
+	ReceivedAt int64 // Unix ms, becomes created_at
+	Events     []Pending
+}
+
+// Pending is one event to store and its idempotency key, if any.
+type Pending struct {
+	Event   storage.Event // ID and CreatedAt are assigned by the shard
+	IdemKey string
+	Hash    uint64 // content hash, compared when IdemKey repeats
+}
+
+// Outcome is what happened to one pending event.
+type Outcome uint8
+
+// Outcomes of a pending event.
+const (
+	Stored    Outcome = iota // newly written
+	Replayed                 // the idempotency key was seen with the same content: the original event
+	Conflict                 // the idempotency key was seen with other content
+	Duplicate                // repeats the key of an earlier entry of the same write with the same content; Of names it
+)
+
+// Result is the outcome of one pending event, in the order of Write.Events.
+type Result struct {
+	Outcome   Outcome
+	ID        storage.ID
+	Timestamp int64
+	Of        int
+}
+
+// Reply answers a Request.
+type Reply struct {
+	Allowed    bool
+	RetryAfter int64
+	Windows    []ratelimit.WindowStatus    // the request's bucket, for the response headers
+	Buckets    [3][]ratelimit.WindowStatus // standard, batch, analytics (Snapshot only)
+	Results    []Result
+	Err        error
+}
+
+// ErrStopped answers requests that reach an actor while the service stops.
+var ErrStopped = errors.New("actors: stopping")
+
+// commit is what a key actor forwards to a shard.
+type commit struct {
+	keyID   string
+	write   *Write
+	reply   *Reply
+	replyTo chan *Reply
+	slots   []int      // result index of each event in write.Events that is stored
+	owner   *actor.PID // key actor to tell when idempotency keys are settled; zero if none
+	keys    []string   // idempotency keys written
+}
+
+// Committed tells the broadcaster which events just became durable, in record order.
+type Committed struct {
+	Events []CommittedEvent
+}
+
+// CommittedEvent is one durable event and its dataset.
+type CommittedEvent struct {
+	Dataset uint32
+	Event   *storage.Event
+}

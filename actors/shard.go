@@ -1,0 +1,162 @@
+package actors
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/eventd/eventd/engine/ids"
+	"github.com/eventd/eventd/engine/metrics"
+	"github.com/eventd/eventd/storage"
+)
+
+// maxBatchEvents bounds one group commit so a flood cannot build a batch
+// whose commit stalls every waiter behind it.
+const maxBatchEvents = 4096
+
+// shard group-commits writes: it keeps adding to one Pebble batch while more
+// commits are queued for it, and commits with fsync when its queue runs dry.
+type shard struct {
+	db          *storage.DB
+	gen         *ids.Generator
+	queued      atomic.Int64 // commits sent and not yet received
+	broadcaster *actor.PID
+	system      *actor.ActorSystem
+	log         *slog.Logger
+	m           *shardMetrics
+
+	batch   *storage.Batch
+	pending []*commit
+	done    []CommittedEvent
+}
+
+type shardMetrics struct {
+	commits     *metrics.Counter
+	events      *metrics.Counter
+	failures    *metrics.Counter
+	batchEvents *metrics.Histogram
+	commitTime  *metrics.Histogram
+}
+
+func (s *shard) Receive(ctx actor.Context) {
+	c, ok := ctx.Message().(*commit)
+	if !ok {
+		return
+	}
+	if s.batch == nil {
+		s.batch = s.db.NewBatch()
+	}
+	now := time.Now().UnixMilli()
+	for i := range c.write.Events {
+		p := &c.write.Events[i]
+		p.Event.ID, _ = s.gen.Next()
+		p.Event.CreatedAt = c.write.ReceivedAt
+		s.batch.AddEvent(c.write.Dataset, &p.Event)
+		if p.IdemKey != "" {
+			s.batch.AddIdempotency(c.keyID, p.IdemKey, storage.IdemRecord{
+				Hash: p.Hash, ID: p.Event.ID, Timestamp: p.Event.Timestamp, CreatedAt: now,
+			})
+		}
+	}
+	s.pending = append(s.pending, c)
+	if s.queued.Add(-1) == 0 || s.batch.Len() >= maxBatchEvents {
+		s.flush()
+	}
+}
+
+// flush commits the batch and answers everyone who waited for it.
+func (s *shard) flush() {
+	start := time.Now()
+	err := s.batch.Commit(true)
+	s.batch.Close()
+	s.batch = nil
+	s.m.commitTime.Observe(time.Since(start).Seconds())
+	s.m.commits.Inc()
+	if err != nil {
+		s.m.failures.Inc()
+		s.log.Error("commit failed", "err", err, "requests", len(s.pending))
+	}
+	n := 0
+	for _, c := range s.pending {
+		rep := c.reply
+		if err != nil {
+			rep.Err = err
+		} else {
+			for j, slot := range c.slots {
+				e := &c.write.Events[j].Event
+				rep.Results[slot] = Result{Outcome: Stored, ID: e.ID, Timestamp: e.Timestamp}
+				s.done = append(s.done, CommittedEvent{Dataset: c.write.Dataset, Event: e})
+			}
+			n += len(c.slots)
+		}
+		c.replyTo <- rep
+		if c.owner != nil {
+			s.system.Root.Send(c.owner, &idemDone{keys: c.keys})
+		}
+	}
+	s.m.events.Add(uint64(n))
+	s.m.batchEvents.Observe(float64(n))
+	clear(s.pending)
+	s.pending = s.pending[:0]
+	// Only now, after fsync, may anyone outside see these events.
+	if len(s.done) > 0 && s.broadcaster != nil {
+		s.system.Root.Send(s.broadcaster, &Committed{Events: s.done})
+		s.done = nil
+	}
+}
+
+// Shards is the set of shard actors.
+type Shards struct {
+	system *actor.ActorSystem
+	shards []*shard
+	pids   []*actor.PID
+}
+
+// NewShards spawns n shard actors writing to db and telling broadcaster (may be nil) of commits.
+func NewShards(system *actor.ActorSystem, db *storage.DB, n int, broadcaster *actor.PID, reg *metrics.Registry, log *slog.Logger) *Shards {
+	s := &Shards{system: system}
+	m := &shardMetrics{
+		commits:     reg.Counter("eventd_commits_total", "Pebble batch commits with fsync.", ""),
+		events:      reg.Counter("eventd_events_stored_total", "Events made durable.", ""),
+		failures:    reg.Counter("eventd_commit_failures_total", "Pebble commits that failed.", ""),
+		batchEvents: reg.Histogram("eventd_commit_batch_events", "Events per group commit.", "", []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096}),
+		commitTime:  reg.Histogram("eventd_commit_seconds", "Time of one group commit including fsync.", "", metrics.LatencyBuckets),
+	}
+	gen := ids.NewGenerator()
+	for i := 0; i < n; i++ {
+		sh := &shard{db: db, gen: gen, broadcaster: broadcaster, system: system, log: log, m: m}
+		s.shards = append(s.shards, sh)
+		s.pids = append(s.pids, system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh })))
+	}
+	reg.GaugeFunc("eventd_shard_queue", "Commits queued at the shards.", "", func() float64 { return float64(s.Queued()) })
+	return s
+}
+
+// send spreads one dataset's writes over the shards: the dataset picks a
+// starting shard and the key actor's counter rotates from there.
+func (s *Shards) send(ds uint32, rotate uint32, c *commit) {
+	i := (uint64(ds)*0x9e3779b97f4a7c15 + uint64(rotate)) % uint64(len(s.shards))
+	s.shards[i].queued.Add(1)
+	s.system.Root.Send(s.pids[i], c)
+}
+
+// Queued is the number of commits waiting at all shards, for overload checks.
+func (s *Shards) Queued() int64 {
+	var n int64
+	for _, sh := range s.shards {
+		n += sh.queued.Load()
+	}
+	return n
+}
+
+// Len is the number of shards.
+func (s *Shards) Len() int { return len(s.shards) }
+
+// Stop stops the shards after they have committed what they hold.
+func (s *Shards) Stop() {
+	for _, pid := range s.pids {
+		_ = s.system.Root.PoisonFuture(pid).Wait()
+	}
+}

@@ -1,0 +1,44 @@
+// Command eventd runs the event-tracking service (eventd serve) and talks to
+// a running one through its admin API (eventd projects ..., eventd keys ...).
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `eventd: a self-hosted event-tracking service
+
+Usage:
+  eventd serve [flags]                 run the service
+  eventd projects create|list [flags]  manage projects through the admin API
+  eventd keys create|list|revoke ...   manage API keys through the admin API
+
+Run "eventd <command> -h" for the flags of a command.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "projects":
+		err = projectsCmd(os.Args[2:], os.Stdout)
+	case "keys":
+		err = keysCmd(os.Args[2:], os.Stdout)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "eventd: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "eventd:", err)
+		os.Exit(1)
+	}
+}

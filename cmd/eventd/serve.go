@@ -1,0 +1,173 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/ids"
+	eventdhttp "github.com/eventd/eventd/http"
+)
+
+type serveConfig struct {
+	data, listen, adminListen, adminToken, tlsCert, tlsKey, logFormat, logLevel string
+	shards                                                                    int
+}
+
+func serve(args []string) error {
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&c.data, "data", "./data", "Pebble data directory")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "public API address (/events, /stream, /t.js, /healthz)")
+	fs.StringVar(&c.adminListen, "admin-listen", "127.0.0.1:8081", "admin API, dashboard and /metrics address")
+	fs.StringVar(&c.adminToken, "admin-token", "", "admin API bearer token (default: generated on first start, kept in <data>/admin_token)")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate file (PEM); serve HTTPS and wss://")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS private key file (PEM)")
+	fs.IntVar(&c.shards, "shards", runtime.GOMAXPROCS(0), "storage shard actors")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	envFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log, err := newLogger(os.Stderr, c.logFormat, c.logLevel)
+	if err != nil {
+		return err
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if err := os.MkdirAll(c.data, 0o700); err != nil {
+		return err
+	}
+	token, fresh, err := adminToken(c.data, c.adminToken)
+	if err != nil {
+		return err
+	}
+	eng, err := engine.Open(engine.Config{DataDir: filepath.Join(c.data, "pebble"), Shards: c.shards, Logger: log})
+	if err != nil {
+		return err
+	}
+	boot, err := eng.EnsureDefault()
+	if err != nil {
+		_ = eng.Close()
+		return err
+	}
+	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token})
+	pub, err := listen(c.listen, c.tlsCert, c.tlsKey)
+	if err != nil {
+		_ = eng.Close()
+		return err
+	}
+	adm, err := listen(c.adminListen, c.tlsCert, c.tlsKey)
+	if err != nil {
+		_ = pub.Close()
+		_ = eng.Close()
+		return err
+	}
+	scheme := "http"
+	if c.tlsCert != "" {
+		scheme = "https"
+	}
+	if boot != nil {
+		printBootstrap(os.Stdout, boot, token, fresh, scheme+"://"+pub.Addr().String(), scheme+"://"+adm.Addr().String())
+	}
+	log.Info("eventd listening", "public", pub.Addr().String(), "admin", adm.Addr().String(), "data", c.data, "shards", c.shards)
+
+	errc := make(chan error, 2)
+	go func() { errc <- srv.ServePublic(pub) }()
+	go func() { errc <- srv.ServeAdmin(adm) }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	var serveErr error
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case serveErr = <-errc:
+		log.Error("listener failed", "err", serveErr)
+	}
+	// Stop accepting and finish in-flight requests, then let the actors
+	// commit what they hold and close Pebble.
+	if err := srv.Shutdown(); err != nil {
+		log.Error("http shutdown", "err", err)
+	}
+	if err := eng.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	log.Info("stopped")
+	return serveErr
+}
+
+func listen(addr, cert, key string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if cert == "" {
+		return ln, nil
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}), nil
+}
+
+// adminToken returns the configured token, or the one kept in the data dir,
+// or makes and keeps a new one (fresh=true).
+func adminToken(dataDir, configured string) (token string, fresh bool, err error) {
+	if configured != "" {
+		return configured, false, nil
+	}
+	path := filepath.Join(dataDir, "admin_token")
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), false, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, err
+	}
+	token = ids.Random("adm_", 40)
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", false, err
+	}
+	return token, true, nil
+}
+
+func printBootstrap(w io.Writer, b *engine.Bootstrap, token string, freshToken bool, publicURL, adminURL string) {
+	fmt.Fprintf(w, "\neventd: first start, created project %q (%s)\n\n", b.Project.Name, b.Project.ID)
+	fmt.Fprintf(w, "  secret test key: %s\n", b.SecretKey.Key)
+	fmt.Fprintf(w, "  public test key: %s\n", b.PublicKey.Key)
+	if freshToken {
+		fmt.Fprintf(w, "  admin token:     %s\n", token)
+	}
+	fmt.Fprintf(w, "\nThese keys are shown once. Send an event:\n\n")
+	fmt.Fprintf(w, "  curl -s -X POST %s/events -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"event\":\"signup\",\"visitor_id\":\"v_1\",\"properties\":{\"plan\":\"pro\"}}'\n\n",
+		publicURL, b.SecretKey.Key)
+	fmt.Fprintf(w, "Admin API: %s/admin/v1/projects (Authorization: Bearer <admin token>)\n\n", adminURL)
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
+}

@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/eventd/eventd/actors"
+	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/metrics"
+	"github.com/eventd/eventd/engine/ratelimit"
+	"github.com/eventd/eventd/storage"
+)
+
+// Config configures an Engine.
+type Config struct {
+	DataDir string
+	Shards  int
+	Logger  *slog.Logger
+	Metrics *metrics.Registry
+	// FS replaces the filesystem under Pebble (tests and benchmarks).
+	FS vfs.FS
+	// KeyIdle is how long an unused key actor lives (default 5 min).
+	KeyIdle time.Duration
+	// MaxQueued is the number of queued commits past which writes get 503 (default 4096 per shard).
+	MaxQueued int64
+	// WaitTimeout bounds how long a request waits for its actors (default 10 s).
+	WaitTimeout time.Duration
+}
+
+// Engine is the running service core.
+type Engine struct {
+	cfg     Config
+	log     *slog.Logger
+	db      *storage.DB
+	system  *actor.ActorSystem
+	shards  *actors.Shards
+	keys    *actors.Keys
+	bcast   *actor.PID
+	metrics *metrics.Registry
+	ipGuard *ratelimit.IPGuard
+
+	mu         sync.RWMutex // guards the maps below; writers also hold adminMu
+	adminMu    sync.Mutex   // serialises admin changes
+	projects   map[string]*projectState
+	keysByHash map[[32]byte]*Principal
+	keysByID   map[string]*Principal
+	keyRecords map[string]*keyRecord // every key, revoked ones too
+	nextDS     uint32
+
+	replies sync.Pool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// Errors the HTTP layer maps to statuses.
+var (
+	ErrNotFound   = errors.New("not found")
+	ErrOverloaded = errors.New("overloaded")
+	ErrInvalid    = errors.New("invalid")
+	ErrConflict   = errors.New("conflict")
+)
+
+// Open opens the store, loads configuration and starts the actors.
+func Open(cfg Config) (*Engine, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = 2
+	}
+	if cfg.KeyIdle <= 0 {
+		cfg.KeyIdle = 5 * time.Minute
+	}
+	if cfg.MaxQueued <= 0 {
+		cfg.MaxQueued = 4096 * int64(cfg.Shards)
+	}
+	if cfg.WaitTimeout <= 0 {
+		cfg.WaitTimeout = 10 * time.Second
+	}
+	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg: cfg, log: cfg.Logger, db: db, metrics: cfg.Metrics,
+		ipGuard:    ratelimit.NewIPGuard(600),
+		projects:   make(map[string]*projectState),
+		keysByHash: make(map[[32]byte]*Principal),
+		keysByID:   make(map[string]*Principal),
+		keyRecords: make(map[string]*keyRecord),
+		stop:       make(chan struct{}),
+	}
+	e.replies.New = func() any { return make(chan *actors.Reply, 1) }
+	if err := e.load(); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	logger := cfg.Logger.With("component", "actors")
+	e.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+	e.bcast = actors.NewBroadcaster(e.system, e.metrics)
+	e.shards = actors.NewShards(e.system, db, cfg.Shards, e.bcast, e.metrics, cfg.Logger)
+	e.keys = actors.NewKeys(e.system, db, e.shards, cfg.Logger, cfg.KeyIdle)
+	e.metrics.GaugeFunc("eventd_key_actors", "Live key actors.", "", func() float64 { return float64(e.keys.Len()) })
+	e.wg.Add(1)
+	go e.background()
+	return e, nil
+}
+
+// background persists rate-limit windows every few seconds and forgets old idempotency keys.
+func (e *Engine) background() {
+	defer e.wg.Done()
+	persist := time.NewTicker(5 * time.Second)
+	sweep := time.NewTicker(time.Hour)
+	defer persist.Stop()
+	defer sweep.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-persist.C:
+			e.keys.PersistAll()
+		case <-sweep.C:
+			cutoff := time.Now().Add(-actors.IdempotencyTTL).UnixMilli()
+			if n, err := e.db.SweepIdempotency(cutoff); err != nil {
+				e.log.Error("sweep idempotency keys", "err", err)
+			} else if n > 0 {
+				e.log.Debug("swept idempotency keys", "count", n)
+			}
+		}
+	}
+}
+
+// Close stops the actors after they finish what they hold, then closes the store.
+func (e *Engine) Close() error {
+	close(e.stop)
+	e.wg.Wait()
+	e.keys.StopAll()
+	e.shards.Stop()
+	_ = e.system.Root.PoisonFuture(e.bcast).Wait()
+	if err := e.db.Flush(); err != nil {
+		e.log.Error("flush at close", "err", err)
+	}
+	return e.db.Close()
+}
+
+// DB is the store, for subsystems built on the engine.
+func (e *Engine) DB() *storage.DB { return e.db }
+
+// Metrics is the engine's registry.
+func (e *Engine) Metrics() *metrics.Registry { return e.metrics }
+
+// Authenticate resolves an API key's text; nil for unknown or revoked keys.
+// Unknown keys create no state: one hash and one map lookup.
+func (e *Engine) Authenticate(key []byte) *Principal {
+	if len(key) != keyLen {
+		return nil
+	}
+	h := sha256.Sum256(key)
+	e.mu.RLock()
+	p := e.keysByHash[h]
+	e.mu.RUnlock()
+	return p
+}
+
+// Submit sends a request to the key actor of p and waits for its answer.
+// write may be nil (admission only).
+func (e *Engine) Submit(ctx context.Context, p *Principal, kind ratelimit.Kind, write *actors.Write, snapshot bool) (*actors.Reply, error) {
+	if write != nil && e.shards.Queued() >= e.cfg.MaxQueued {
+		return nil, ErrOverloaded
+	}
+	ch := e.replies.Get().(chan *actors.Reply)
+	req := &actors.Request{Kind: kind, Now: time.Now(), Write: write, Snapshot: snapshot, Reply: ch}
+	e.keys.Send(&p.cfg, req)
+	timer := time.NewTimer(e.cfg.WaitTimeout)
+	defer timer.Stop()
+	select {
+	case rep := <-ch:
+		e.replies.Put(ch)
+		if rep.Err != nil {
+			if errors.Is(rep.Err, actors.ErrStopped) {
+				return nil, ErrOverloaded
+			}
+			return nil, rep.Err
+		}
+		return rep, nil
+	case <-timer.C:
+		// The channel may still receive a late reply: never reuse it.
+		return nil, ErrOverloaded
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// AllowPageview applies the per-client-IP guard for public-key pageviews.
+func (e *Engine) AllowPageview(ip string, now time.Time) (bool, int64) {
+	return e.ipGuard.Allow(ip, now)
+}
+
+// GetEvent reads one event of p's dataset.
+func (e *Engine) GetEvent(p *Principal, id storage.ID) (storage.Event, error) {
+	ev, err := e.db.GetEvent(p.dataset, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return ev, ErrNotFound
+	}
+	return ev, err
+}
+
+// List reads one page of p's dataset; q.Dataset is set here.
+func (e *Engine) List(p *Principal, q storage.ListQuery) ([]storage.Event, int64, error) {
+	q.Dataset = p.dataset
+	return e.db.List(q)
+}
+
+// Subscribe registers a live subscriber on p's dataset and waits until it is in place.
+func (e *Engine) Subscribe(p *Principal, sub actors.Subscriber) {
+	done := make(chan struct{})
+	e.system.Root.Send(e.bcast, &actors.Subscribe{Dataset: p.dataset, Sub: sub, Done: done})
+	<-done
+}
+
+// Unsubscribe removes a live subscriber.
+func (e *Engine) Unsubscribe(p *Principal, sub actors.Subscriber) {
+	e.system.Root.Send(e.bcast, &actors.Unsubscribe{Dataset: p.dataset, Sub: sub})
+}
+
+func nowText() string { return string(event.AppendTime(nil, time.Now().UnixMilli())) }
+
+func msText(ms int64) string { return string(event.AppendTime(nil, ms)) }
+
+func errf(base error, format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{base}, args...)...)
+}
+
+// PrincipalByID finds an active key by id, for admin views of usage.
+func (e *Engine) PrincipalByID(id string) *Principal {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.keysByID[id]
+}

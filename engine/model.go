@@ -1,0 +1,153 @@
+package engine
+
+import (
+	"sync/atomic"
+
+	"github.com/eventd/eventd/actors"
+	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/ratelimit"
+)
+
+// Plans a project can be on.
+var Plans = []string{"free", "professional", "enterprise"}
+
+// Environments of a project; each has its own dataset.
+const (
+	Live = "live"
+	Test = "test"
+)
+
+// Key kinds.
+const (
+	Public = "public"
+	Secret = "secret"
+)
+
+// Project is a project as the admin API shows it.
+type Project struct {
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	Plan           string            `json:"plan"`
+	Limits         ratelimit.Limits  `json:"limits"`
+	CustomLimits   *ratelimit.Limits `json:"custom_limits"`
+	AllowedOrigins []string          `json:"allowed_origins"`
+	CreatedAt      string            `json:"created_at"`
+}
+
+// projectRecord is the stored form of a project.
+type projectRecord struct {
+	ID             string            `json:"id"`
+	Name           string            `json:"name"`
+	Plan           string            `json:"plan"`
+	CustomLimits   *ratelimit.Limits `json:"custom_limits,omitempty"`
+	AllowedOrigins []string          `json:"allowed_origins,omitempty"`
+	CreatedAt      string            `json:"created_at"`
+	Datasets       [2]uint32         `json:"datasets"` // live, test
+}
+
+// projectState is the live view of a project; fields read on the hot path are atomic.
+type projectState struct {
+	rec         atomic.Pointer[projectRecord]
+	limits      atomic.Pointer[ratelimit.Limits]
+	definitions atomic.Pointer[map[string]*event.Definition]
+}
+
+func (p *projectState) setRecord(r *projectRecord) {
+	p.rec.Store(r)
+	lim := effectiveLimits(r)
+	p.limits.Store(&lim)
+}
+
+func effectiveLimits(r *projectRecord) ratelimit.Limits {
+	if r.CustomLimits != nil {
+		return *r.CustomLimits
+	}
+	lim, _ := ratelimit.PlanLimits(r.Plan)
+	return lim
+}
+
+func (p *projectState) view() Project {
+	r := p.rec.Load()
+	origins := r.AllowedOrigins
+	if origins == nil {
+		origins = []string{}
+	}
+	return Project{ID: r.ID, Name: r.Name, Plan: r.Plan, Limits: *p.limits.Load(), CustomLimits: r.CustomLimits,
+		AllowedOrigins: origins, CreatedAt: r.CreatedAt}
+}
+
+// Key is an API key as the admin API lists it; the secret text is never kept.
+type Key struct {
+	ID          string  `json:"id"`
+	ProjectID   string  `json:"project_id"`
+	Name        string  `json:"name"`
+	Type        string  `json:"type"`
+	Environment string  `json:"environment"`
+	Prefix      string  `json:"prefix"`
+	CreatedAt   string  `json:"created_at"`
+	LastUsedAt  *string `json:"last_used_at"`
+	RevokedAt   *string `json:"revoked_at"`
+}
+
+// keyRecord is the stored form of a key.
+type keyRecord struct {
+	ID          string  `json:"id"`
+	ProjectID   string  `json:"project_id"`
+	Name        string  `json:"name"`
+	Type        string  `json:"type"`
+	Environment string  `json:"environment"`
+	Prefix      string  `json:"prefix"`
+	Hash        string  `json:"hash"` // hex SHA-256 of the key text
+	CreatedAt   string  `json:"created_at"`
+	RevokedAt   *string `json:"revoked_at,omitempty"`
+}
+
+// Principal is an authenticated API key: what a request may do and where.
+type Principal struct {
+	rec      *keyRecord
+	project  *projectState
+	dataset  uint32
+	lastUsed atomic.Int64
+	cfg      actors.KeyConfig
+}
+
+// KeyID is the key's id.
+func (p *Principal) KeyID() string { return p.rec.ID }
+
+// Type is "public" or "secret".
+func (p *Principal) Type() string { return p.rec.Type }
+
+// Environment is "live" or "test".
+func (p *Principal) Environment() string { return p.rec.Environment }
+
+// CanRead reports the read permission (secret keys only).
+func (p *Principal) CanRead() bool { return p.rec.Type == Secret }
+
+// Permissions lists the key's permissions as /verify shows them.
+func (p *Principal) Permissions() []string {
+	if p.rec.Type == Secret {
+		return []string{"read", "write"}
+	}
+	return []string{"write"}
+}
+
+// Project is the key's project.
+func (p *Principal) Project() Project { return p.project.view() }
+
+// AllowedOrigins are the project's CORS origins; empty allows any.
+func (p *Principal) AllowedOrigins() []string { return p.project.rec.Load().AllowedOrigins }
+
+// Plan is the project's plan name.
+func (p *Principal) Plan() string { return p.project.rec.Load().Plan }
+
+// Dataset is the storage dataset the key reads and writes.
+func (p *Principal) Dataset() uint32 { return p.dataset }
+
+// Definition is the project's event definition for name, or nil.
+func (p *Principal) Definition(name string) *event.Definition {
+	defs := p.project.definitions.Load()
+	if defs == nil {
+		return nil
+	}
+	return (*defs)[name]
+}

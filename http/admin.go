@@ -1,0 +1,275 @@
+package http
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/ratelimit"
+)
+
+func (s *Server) adminRoutes() fasthttp.RequestHandler {
+	r := s.newRouter("Not found")
+	a := func(name string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+		return s.route(name, s.adminAuth(h))
+	}
+	r.GET("/healthz", s.route("admin_healthz", s.handleHealth))
+	r.GET("/metrics", s.route("metrics", s.handleMetrics))
+	r.POST("/admin/v1/projects", a("admin_create_project", s.adminCreateProject))
+	r.GET("/admin/v1/projects", a("admin_list_projects", s.adminListProjects))
+	r.GET("/admin/v1/projects/{id}", a("admin_get_project", s.adminGetProject))
+	r.PATCH("/admin/v1/projects/{id}", a("admin_update_project", s.adminUpdateProject))
+	r.DELETE("/admin/v1/projects/{id}", a("admin_delete_project", s.adminDeleteProject))
+	r.POST("/admin/v1/projects/{id}/keys", a("admin_create_key", s.adminCreateKey))
+	r.GET("/admin/v1/projects/{id}/keys", a("admin_list_keys", s.adminListKeys))
+	r.DELETE("/admin/v1/keys/{key_id}", a("admin_revoke_key", s.adminRevokeKey))
+	r.GET("/admin/v1/projects/{id}/usage", a("admin_usage", s.adminUsage))
+	r.POST("/admin/v1/projects/{id}/event-definitions", a("admin_create_definition", s.adminCreateDefinition))
+	r.GET("/admin/v1/projects/{id}/event-definitions", a("admin_list_definitions", s.adminListDefinitions))
+	r.GET("/admin/v1/projects/{id}/event-definitions/{name}", a("admin_get_definition", s.adminGetDefinition))
+	r.PUT("/admin/v1/projects/{id}/event-definitions/{name}", a("admin_put_definition", s.adminPutDefinition))
+	r.DELETE("/admin/v1/projects/{id}/event-definitions/{name}", a("admin_delete_definition", s.adminDeleteDefinition))
+	return r.Handler
+}
+
+// adminAuth checks the admin bearer token in constant time.
+func (s *Server) adminAuth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		tok := apiKeyHeaderOnly(ctx)
+		if len(s.adminToken) == 0 || subtle.ConstantTimeCompare(tok, s.adminToken) != 1 {
+			writeError(ctx, newError(fasthttp.StatusUnauthorized, codeUnauthorized, "Invalid or missing admin token"))
+			return
+		}
+		h(ctx)
+	}
+}
+
+func apiKeyHeaderOnly(ctx *fasthttp.RequestCtx) []byte {
+	h := ctx.Request.Header.Peek("Authorization")
+	if len(h) > 7 && string(h[:7]) == "Bearer " {
+		return h[7:]
+	}
+	return nil
+}
+
+// decodeAdmin parses a JSON admin body into v; it answers 400 itself on failure.
+func decodeAdmin(ctx *fasthttp.RequestCtx, v any) bool {
+	if err := json.Unmarshal(ctx.Request.Body(), v); err != nil {
+		writeError(ctx, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest,
+			message: "Request body must be a JSON object of the documented shape",
+			details: map[string]string{"body": "invalid JSON or wrong field types"}})
+		return false
+	}
+	return true
+}
+
+// writeAdminError maps engine errors of admin calls.
+func (s *Server) writeAdminError(ctx *fasthttp.RequestCtx, err error, what string) {
+	var ie *engine.InputError
+	switch {
+	case errors.As(err, &ie):
+		writeError(ctx, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid request data", details: ie.Details})
+	case errors.Is(err, engine.ErrNotFound):
+		writeError(ctx, newError(fasthttp.StatusNotFound, codeNotFound, what+" not found"))
+	case errors.Is(err, engine.ErrConflict):
+		writeError(ctx, newError(fasthttp.StatusConflict, "conflict", what+" already exists"))
+	default:
+		s.writeEngineError(ctx, err)
+	}
+}
+
+func param(ctx *fasthttp.RequestCtx, name string) string {
+	v, _ := ctx.UserValue(name).(string)
+	return v
+}
+
+func (s *Server) adminCreateProject(ctx *fasthttp.RequestCtx) {
+	var in engine.ProjectInput
+	if !decodeAdmin(ctx, &in) {
+		return
+	}
+	p, err := s.eng.CreateProject(in)
+	if err != nil {
+		s.writeAdminError(ctx, err, "Project")
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusCreated, p)
+}
+
+func (s *Server) adminListProjects(ctx *fasthttp.RequestCtx) {
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"data": s.eng.Projects()})
+}
+
+func (s *Server) adminGetProject(ctx *fasthttp.RequestCtx) {
+	p, err := s.eng.GetProject(param(ctx, "id"))
+	if err != nil {
+		s.writeAdminError(ctx, err, "Project")
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, p)
+}
+
+func (s *Server) adminUpdateProject(ctx *fasthttp.RequestCtx) {
+	var in engine.ProjectInput
+	if !decodeAdmin(ctx, &in) {
+		return
+	}
+	// "limits": null clears custom limits; an absent field leaves them.
+	var raw map[string]json.RawMessage
+	_ = json.Unmarshal(ctx.Request.Body(), &raw)
+	if v, ok := raw["limits"]; ok && string(v) == "null" {
+		in.ClearLimits = true
+	}
+	p, err := s.eng.UpdateProject(param(ctx, "id"), in)
+	if err != nil {
+		s.writeAdminError(ctx, err, "Project")
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, p)
+}
+
+func (s *Server) adminDeleteProject(ctx *fasthttp.RequestCtx) {
+	if err := s.eng.DeleteProject(param(ctx, "id")); err != nil {
+		s.writeAdminError(ctx, err, "Project")
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+}
+
+func (s *Server) adminCreateKey(ctx *fasthttp.RequestCtx) {
+	var in engine.KeyInput
+	if !decodeAdmin(ctx, &in) {
+		return
+	}
+	k, err := s.eng.CreateKey(param(ctx, "id"), in)
+	if err != nil {
+		s.writeAdminError(ctx, err, "Project")
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusCreated, k)
+}
+
+func (s *Server) adminListKeys(ctx *fasthttp.RequestCtx) {
+	keys, err := s.eng.Keys(param(ctx, "id"))
+	if err != nil {
+		s.writeAdminError(ctx, err, "Project")
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"data": keys})
+}
+
+func (s *Server) adminRevokeKey(ctx *fasthttp.RequestCtx) {
+	if err := s.eng.RevokeKey(param(ctx, "key_id")); err != nil {
+		s.writeAdminError(ctx, err, "Key")
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+}
+
+// usageWindow is one window of a key's usage.
+type usageWindow struct {
+	Limit     int64 `json:"limit"`
+	Used      int64 `json:"used"`
+	Remaining int64 `json:"remaining"`
+	Reset     int64 `json:"reset"`
+}
+
+func (s *Server) adminUsage(ctx *fasthttp.RequestCtx) {
+	keys, err := s.eng.Keys(param(ctx, "id"))
+	if err != nil {
+		s.writeAdminError(ctx, err, "Project")
+		return
+	}
+	out := make([]map[string]any, 0, len(keys))
+	for _, k := range keys {
+		if k.RevokedAt != nil {
+			continue
+		}
+		p := s.eng.PrincipalByID(k.ID)
+		if p == nil {
+			continue
+		}
+		rep, err := s.eng.Submit(ctx, p, ratelimit.None, nil, true)
+		if err != nil {
+			s.writeEngineError(ctx, err)
+			return
+		}
+		buckets := map[string]map[string]usageWindow{}
+		for kind, ws := range rep.Buckets {
+			m := map[string]usageWindow{}
+			for _, w := range ws {
+				m[w.Name] = usageWindow{Limit: w.Limit, Used: w.Limit - w.Remaining, Remaining: w.Remaining, Reset: w.Reset}
+			}
+			buckets[ratelimit.Kind(kind).String()] = m
+		}
+		out = append(out, map[string]any{"key_id": k.ID, "name": k.Name, "type": k.Type,
+			"environment": k.Environment, "last_used_at": k.LastUsedAt, "buckets": buckets})
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"data": out, "at": time.Now().Unix()})
+}
+
+func (s *Server) adminCreateDefinition(ctx *fasthttp.RequestCtx) {
+	var d event.Definition
+	if !decodeAdmin(ctx, &d) {
+		return
+	}
+	out, err := s.eng.PutDefinition(param(ctx, "id"), d, true)
+	if err != nil {
+		s.writeAdminError(ctx, err, "Event definition")
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusCreated, out)
+}
+
+func (s *Server) adminListDefinitions(ctx *fasthttp.RequestCtx) {
+	defs, err := s.eng.Definitions(param(ctx, "id"))
+	if err != nil {
+		s.writeAdminError(ctx, err, "Project")
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{"data": defs})
+}
+
+func (s *Server) adminGetDefinition(ctx *fasthttp.RequestCtx) {
+	d, err := s.eng.Definition(param(ctx, "id"), param(ctx, "name"))
+	if err != nil {
+		s.writeAdminError(ctx, err, "Event definition")
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, d)
+}
+
+func (s *Server) adminPutDefinition(ctx *fasthttp.RequestCtx) {
+	var d event.Definition
+	if !decodeAdmin(ctx, &d) {
+		return
+	}
+	name := param(ctx, "name")
+	if d.Name == "" {
+		d.Name = name
+	}
+	if d.Name != name {
+		writeError(ctx, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid request data",
+			details: map[string]string{"name": "must match the name in the path"}})
+		return
+	}
+	out, err := s.eng.PutDefinition(param(ctx, "id"), d, false)
+	if err != nil {
+		s.writeAdminError(ctx, err, "Event definition")
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, out)
+}
+
+func (s *Server) adminDeleteDefinition(ctx *fasthttp.RequestCtx) {
+	if err := s.eng.DeleteDefinition(param(ctx, "id"), param(ctx, "name")); err != nil {
+		s.writeAdminError(ctx, err, "Event definition")
+		return
+	}
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+}

@@ -1,0 +1,111 @@
+package http
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/eventd/eventd/actors"
+	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/ratelimit"
+)
+
+// apiKey extracts the key from "Authorization: Bearer <key>" or, for
+// testing only, the api_key query parameter.
+func apiKey(ctx *fasthttp.RequestCtx) []byte {
+	if h := ctx.Request.Header.Peek("Authorization"); len(h) > 7 && bytes.EqualFold(h[:7], []byte("Bearer ")) {
+		return bytes.TrimSpace(h[7:])
+	}
+	return ctx.QueryArgs().Peek("api_key")
+}
+
+// authenticate resolves the request's key or answers 401.
+func (s *Server) authenticate(ctx *fasthttp.RequestCtx) *engine.Principal {
+	p := s.eng.Authenticate(apiKey(ctx))
+	if p == nil {
+		writeError(ctx, newError(fasthttp.StatusUnauthorized, codeUnauthorized, msgUnauthorized))
+	}
+	return p
+}
+
+// checkOrigin enforces the project's allowed origins on browser requests and
+// sets the CORS response headers; it returns a 403 error for a refused origin.
+func checkOrigin(ctx *fasthttp.RequestCtx, p *engine.Principal) *apiError {
+	origin := ctx.Request.Header.Peek("Origin")
+	if len(origin) == 0 {
+		return nil
+	}
+	allowed := p.AllowedOrigins()
+	ok := len(allowed) == 0
+	for _, o := range allowed {
+		if o == string(origin) {
+			ok = true
+			break
+		}
+	}
+	if !ok {
+		return newError(fasthttp.StatusForbidden, codeForbidden,
+			"Origin "+string(origin)+" is not in this project's allowed origins")
+	}
+	setCORS(ctx, origin)
+	return nil
+}
+
+func setCORS(ctx *fasthttp.RequestCtx, origin []byte) {
+	h := &ctx.Response.Header
+	h.SetBytesV("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	h.Set("Access-Control-Expose-Headers", "X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit-Policy, RateLimit, Retry-After, X-Request-Id, Idempotent-Replayed")
+}
+
+// handlePreflight answers CORS preflight requests. The preflight carries no
+// key, so any origin is let through here; the real request is checked
+// against the project's allowed origins.
+func handlePreflight(ctx *fasthttp.RequestCtx) {
+	origin := ctx.Request.Header.Peek("Origin")
+	if len(origin) > 0 {
+		setCORS(ctx, origin)
+		h := &ctx.Response.Header
+		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Content-Encoding, Idempotency-Key, X-Request-Id")
+		h.Set("Access-Control-Max-Age", "86400")
+	}
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+}
+
+// setRateHeaders writes X-RateLimit-* for the tightest window and the IETF draft headers for all of them.
+func setRateHeaders(ctx *fasthttp.RequestCtx, ws []ratelimit.WindowStatus, now time.Time) {
+	if len(ws) == 0 {
+		return
+	}
+	t := ratelimit.Tightest(ws)
+	h := &ctx.Response.Header
+	var buf [24]byte
+	h.SetBytesV("X-RateLimit-Limit", strconv.AppendInt(buf[:0], t.Limit, 10))
+	h.SetBytesV("X-RateLimit-Remaining", strconv.AppendInt(buf[:0], t.Remaining, 10))
+	h.SetBytesV("X-RateLimit-Reset", strconv.AppendInt(buf[:0], t.Reset, 10))
+	var hb [160]byte
+	h.SetBytesV("RateLimit-Policy", ratelimit.PolicyHeader(hb[:0], ws))
+	h.SetBytesV("RateLimit", ratelimit.RateLimitHeader(hb[:0], t, now))
+}
+
+// writeRateLimited answers 429 with retry_after and Retry-After.
+func writeRateLimited(ctx *fasthttp.RequestCtx, rep *actors.Reply) {
+	ctx.Response.Header.Set("Retry-After", strconv.FormatInt(rep.RetryAfter, 10))
+	ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+	ctx.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetBody(appendErrorBody(nil, newError(fasthttp.StatusTooManyRequests, codeRateLimited, "Rate limit exceeded"), rep.RetryAfter))
+}
+
+// writeEngineError maps an engine failure to 503 or 500 without internals.
+func (s *Server) writeEngineError(ctx *fasthttp.RequestCtx, err error) {
+	if err == engine.ErrOverloaded {
+		ctx.Response.Header.Set("Retry-After", "1")
+		writeError(ctx, newError(fasthttp.StatusServiceUnavailable, codeUnavailable, "The server is overloaded; retry shortly"))
+		return
+	}
+	s.log.Error("request failed", "err", err, "request_id", string(ctx.Response.Header.Peek("X-Request-Id")))
+	writeError(ctx, newError(fasthttp.StatusInternalServerError, codeInternal, "Internal server error"))
+}

@@ -1,0 +1,459 @@
+package http
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/eventd/eventd/actors"
+	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/ids"
+	"github.com/eventd/eventd/engine/ratelimit"
+	"github.com/eventd/eventd/storage"
+)
+
+func (s *Server) publicRoutes() fasthttp.RequestHandler {
+	r := s.newRouter("Not found")
+	r.GlobalOPTIONS = s.route("preflight", handlePreflight)
+	r.POST("/events", s.route("create_event", s.handleCreate))
+	r.POST("/events/batch", s.route("create_batch", s.handleBatch))
+	r.GET("/events", s.route("list_events", s.handleList))
+	r.GET("/events/{id}", s.route("get_event", s.handleGet))
+	r.GET("/verify", s.route("verify", s.handleVerify))
+	r.GET("/rate-limit", s.route("rate_limit", s.handleRateLimit))
+	r.GET("/healthz", s.route("healthz", s.handleHealth))
+	return r.Handler
+}
+
+// admit counts a request that stores nothing and answers 429 when over the
+// limit. On success it sets the rate-limit headers and returns true; the
+// caller then writes its answer (or pre-computed error).
+func (s *Server) admit(ctx *fasthttp.RequestCtx, p *engine.Principal, kind ratelimit.Kind, snapshot bool) (*actors.Reply, bool) {
+	rep, err := s.eng.Submit(ctx, p, kind, nil, snapshot)
+	if err != nil {
+		s.writeEngineError(ctx, err)
+		return nil, false
+	}
+	setRateHeaders(ctx, rep.Windows, time.Now())
+	if !rep.Allowed {
+		writeRateLimited(ctx, rep)
+		return nil, false
+	}
+	return rep, true
+}
+
+// readBody returns the decoded request body or the error that refuses it.
+func readBody(ctx *fasthttp.RequestCtx, limit int) ([]byte, *apiError) {
+	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 {
+		mt := ct
+		if i := bytes.IndexByte(mt, ';'); i >= 0 {
+			mt = mt[:i]
+		}
+		mt = bytes.TrimSpace(mt)
+		if !bytes.EqualFold(mt, []byte("application/json")) && !bytes.EqualFold(mt, []byte("text/plain")) {
+			return nil, newError(fasthttp.StatusUnsupportedMediaType, codeUnsupported, "Content-Type must be application/json")
+		}
+	}
+	tooLarge := newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge,
+		"Request body is larger than "+strconv.Itoa(limit>>20)+" MiB")
+	body := ctx.Request.Body()
+	switch enc := ctx.Request.Header.ContentEncoding(); {
+	case len(enc) == 0 || bytes.EqualFold(enc, []byte("identity")):
+	case bytes.EqualFold(enc, []byte("gzip")):
+		out, err := gunzipLimited(body, limit)
+		if err == errTooLarge {
+			return nil, tooLarge
+		}
+		if err != nil {
+			return nil, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest,
+				message: "Request body is not valid gzip", details: map[string]string{"body": "invalid gzip data"}}
+		}
+		body = out
+	default:
+		return nil, newError(fasthttp.StatusUnsupportedMediaType, codeUnsupported, "Content-Encoding must be gzip or identity")
+	}
+	if len(body) > limit {
+		return nil, tooLarge
+	}
+	return body, nil
+}
+
+// prepare turns a decoded input into a pending write, applying skew
+// correction, the default timestamp and the 422 checks.
+func prepare(p *engine.Principal, in *event.Input, receivedAt int64, sentAt int64, hasSentAt bool) (actors.Pending, *event.Problem) {
+	if hasSentAt {
+		event.ApplySkew(in, receivedAt, sentAt)
+	}
+	if prob := event.Validate(in, p.Definition(in.Name), receivedAt); prob != nil {
+		return actors.Pending{}, prob
+	}
+	ts := receivedAt
+	if in.HasTimestamp {
+		ts = in.Timestamp
+	}
+	return actors.Pending{
+		Event: storage.Event{Name: in.Name, VisitorID: in.VisitorID, HasVisitor: in.HasVisitor,
+			Timestamp: ts, Properties: in.Properties},
+		IdemKey: in.IdempotencyKey,
+		Hash:    in.Hash,
+	}, nil
+}
+
+// pageviewKind decides the bucket of a write: public-key pageviews count in
+// no plan bucket but pass the per-IP guard.
+func (s *Server) pageviewGuard(ctx *fasthttp.RequestCtx, p *engine.Principal, allPageviews bool, kind ratelimit.Kind) (ratelimit.Kind, bool) {
+	if p.Type() != engine.Public || !allPageviews {
+		return kind, true
+	}
+	ok, retry := s.eng.AllowPageview(ctx.RemoteIP().String(), time.Now())
+	if !ok {
+		writeRateLimited(ctx, &actors.Reply{RetryAfter: retry})
+		return kind, false
+	}
+	return ratelimit.None, true
+}
+
+func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
+	p := s.authenticate(ctx)
+	if p == nil {
+		return
+	}
+	receivedAt := time.Now().UnixMilli()
+	fail := checkOrigin(ctx, p)
+	var pending actors.Pending
+	var in event.Input
+	if fail == nil {
+		var body []byte
+		if body, fail = readBody(ctx, maxSingleBody); fail == nil {
+			var sentAt int64
+			var hasSentAt bool
+			var prob *event.Problem
+			in, sentAt, hasSentAt, prob = event.DecodeSingle(body)
+			if prob == nil {
+				in.IdempotencyKey = string(ctx.Request.Header.Peek("Idempotency-Key"))
+				if len(in.IdempotencyKey) > event.MaxIdempotencyKeyLen {
+					prob = &event.Problem{Status: 400, Code: codeBadRequest, Message: "Invalid request data",
+						Details: map[string]string{"Idempotency-Key": "must be at most 255 characters"}}
+				}
+			}
+			if prob == nil {
+				pending, prob = prepare(p, &in, receivedAt, sentAt, hasSentAt)
+			}
+			if prob != nil {
+				fail = problemError(prob)
+			}
+		}
+	}
+	kind := ratelimit.Standard
+	if fail != nil {
+		if _, ok := s.admit(ctx, p, kind, false); ok {
+			writeError(ctx, fail)
+		}
+		return
+	}
+	kind, ok := s.pageviewGuard(ctx, p, in.Name == "pageview", kind)
+	if !ok {
+		return
+	}
+	w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Events: []actors.Pending{pending}}
+	rep, err := s.eng.Submit(ctx, p, kind, w, kind == ratelimit.None)
+	if err != nil {
+		s.writeEngineError(ctx, err)
+		return
+	}
+	setRateHeaders(ctx, rep.Windows, time.Now())
+	if !rep.Allowed {
+		writeRateLimited(ctx, rep)
+		return
+	}
+	res := rep.Results[0]
+	switch res.Outcome {
+	case actors.Conflict:
+		writeError(ctx, newError(fasthttp.StatusConflict, codeConflict,
+			"This Idempotency-Key was already used with a different request body"))
+		return
+	case actors.Replayed:
+		ctx.Response.Header.Set("Idempotent-Replayed", "true")
+	}
+	buf := make([]byte, 0, 128)
+	buf = append(buf, `{"id":"`...)
+	buf = ids.AppendEvent(buf, res.ID)
+	buf = append(buf, `","event":`...)
+	buf = event.AppendString(buf, in.Name)
+	buf = append(buf, `,"status":"accepted","timestamp":"`...)
+	buf = event.AppendTime(buf, res.Timestamp)
+	buf = append(buf, `"}`...)
+	writeRaw(ctx, fasthttp.StatusCreated, buf)
+}
+
+func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
+	p := s.authenticate(ctx)
+	if p == nil {
+		return
+	}
+	receivedAt := time.Now().UnixMilli()
+	fail := checkOrigin(ctx, p)
+	var entries []event.Entry
+	if fail == nil {
+		var body []byte
+		if body, fail = readBody(ctx, maxBatchBody); fail == nil {
+			var sentAt int64
+			var hasSentAt bool
+			var prob *event.Problem
+			entries, sentAt, hasSentAt, prob = event.DecodeBatch(body)
+			if prob != nil {
+				fail = problemError(prob)
+			}
+			w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt}
+			allPageviews := true
+			slots := make([]int, 0, len(entries)) // entry index of each pending event
+			for i := range entries {
+				en := &entries[i]
+				if en.Problem != nil {
+					continue
+				}
+				pe, prob := prepare(p, &en.Input, receivedAt, sentAt, hasSentAt)
+				if prob != nil {
+					en.Problem = prob
+					continue
+				}
+				allPageviews = allPageviews && en.Input.Name == "pageview"
+				w.Events = append(w.Events, pe)
+				slots = append(slots, i)
+			}
+			if fail == nil {
+				s.commitBatch(ctx, p, entries, w, slots, allPageviews && len(w.Events) > 0)
+				return
+			}
+		}
+	}
+	if _, ok := s.admit(ctx, p, ratelimit.Batch, false); ok {
+		writeError(ctx, fail)
+	}
+}
+
+func (s *Server) commitBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, entries []event.Entry, w *actors.Write, slots []int, allPageviews bool) {
+	kind, ok := s.pageviewGuard(ctx, p, allPageviews, ratelimit.Batch)
+	if !ok {
+		return
+	}
+	var results []actors.Result
+	if len(w.Events) == 0 {
+		rep, ok := s.admit(ctx, p, kind, false)
+		if !ok {
+			return
+		}
+		_ = rep
+	} else {
+		rep, err := s.eng.Submit(ctx, p, kind, w, kind == ratelimit.None)
+		if err != nil {
+			s.writeEngineError(ctx, err)
+			return
+		}
+		setRateHeaders(ctx, rep.Windows, time.Now())
+		if !rep.Allowed {
+			writeRateLimited(ctx, rep)
+			return
+		}
+		results = rep.Results
+	}
+	accepted := 0
+	buf := make([]byte, 0, 64+len(entries)*48)
+	buf = append(buf, `{"results":[`...)
+	next := 0
+	for i := range entries {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		en := &entries[i]
+		if en.Problem != nil {
+			buf = appendRejected(buf, problemError(en.Problem))
+			continue
+		}
+		res := results[next]
+		if res.Outcome == actors.Duplicate {
+			res = results[res.Of]
+		}
+		next++
+		if res.Outcome == actors.Conflict {
+			buf = appendRejected(buf, newError(fasthttp.StatusConflict, codeConflict,
+				"This idempotency_key was already used with a different event"))
+			continue
+		}
+		accepted++
+		buf = append(buf, `{"id":"`...)
+		buf = ids.AppendEvent(buf, res.ID)
+		buf = append(buf, `","status":"accepted"}`...)
+	}
+	_ = slots
+	buf = append(buf, `],"accepted":`...)
+	buf = strconv.AppendInt(buf, int64(accepted), 10)
+	buf = append(buf, `,"rejected":`...)
+	buf = strconv.AppendInt(buf, int64(len(entries)-accepted), 10)
+	buf = append(buf, '}')
+	writeRaw(ctx, fasthttp.StatusCreated, buf)
+}
+
+func appendRejected(dst []byte, e *apiError) []byte {
+	dst = append(dst, `{"status":"rejected",`...)
+	body := appendErrorBody(nil, e, -1)
+	return append(dst, body[1:]...) // drop the error object's opening brace
+}
+
+func (s *Server) handleGet(ctx *fasthttp.RequestCtx) {
+	p := s.authenticate(ctx)
+	if p == nil {
+		return
+	}
+	fail := checkOrigin(ctx, p)
+	if fail == nil && !p.CanRead() {
+		fail = newError(fasthttp.StatusForbidden, codeForbidden, msgForbidden)
+	}
+	if _, ok := s.admit(ctx, p, ratelimit.Standard, false); !ok {
+		return
+	}
+	if fail != nil {
+		writeError(ctx, fail)
+		return
+	}
+	idText, _ := ctx.UserValue("id").(string)
+	id, err := ids.ParseEvent(idText)
+	if err != nil {
+		writeError(ctx, newError(fasthttp.StatusNotFound, codeNotFound, msgEventMissing))
+		return
+	}
+	ev, err := s.eng.GetEvent(p, id)
+	if err == engine.ErrNotFound {
+		writeError(ctx, newError(fasthttp.StatusNotFound, codeNotFound, msgEventMissing))
+		return
+	}
+	if err != nil {
+		s.writeEngineError(ctx, err)
+		return
+	}
+	writeRaw(ctx, fasthttp.StatusOK, appendEvent(make([]byte, 0, 256+len(ev.Properties)), &ev, true))
+}
+
+// appendEvent renders a stored event; full adds properties and created_at.
+func appendEvent(dst []byte, e *storage.Event, full bool) []byte {
+	dst = append(dst, `{"id":"`...)
+	dst = ids.AppendEvent(dst, e.ID)
+	dst = append(dst, `","event":`...)
+	dst = event.AppendString(dst, e.Name)
+	if e.HasVisitor {
+		dst = append(dst, `,"visitor_id":`...)
+		dst = event.AppendString(dst, e.VisitorID)
+	} else if !full {
+		dst = append(dst, `,"visitor_id":null`...)
+	}
+	if full {
+		dst = append(dst, `,"properties":`...)
+		dst = append(dst, e.Properties...)
+	}
+	dst = append(dst, `,"timestamp":"`...)
+	dst = event.AppendTime(dst, e.Timestamp)
+	if full {
+		dst = append(dst, `","created_at":"`...)
+		dst = event.AppendTime(dst, e.CreatedAt)
+	}
+	return append(dst, `"}`...)
+}
+
+func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
+	p := s.authenticate(ctx)
+	if p == nil {
+		return
+	}
+	fail := checkOrigin(ctx, p)
+	if fail == nil && !p.CanRead() {
+		fail = newError(fasthttp.StatusForbidden, codeForbidden, msgForbidden)
+	}
+	var q storage.ListQuery
+	if fail == nil {
+		q, fail = parseListQuery(ctx.QueryArgs())
+	}
+	if _, ok := s.admit(ctx, p, ratelimit.Standard, false); !ok {
+		return
+	}
+	if fail != nil {
+		writeError(ctx, fail)
+		return
+	}
+	events, total, err := s.eng.List(p, q)
+	if err != nil {
+		s.writeEngineError(ctx, err)
+		return
+	}
+	buf := make([]byte, 0, 128+len(events)*128)
+	buf = append(buf, `{"data":[`...)
+	for i := range events {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendEvent(buf, &events[i], false)
+	}
+	buf = append(buf, `],"pagination":{"total":`...)
+	buf = strconv.AppendInt(buf, total, 10)
+	buf = append(buf, `,"limit":`...)
+	buf = strconv.AppendInt(buf, int64(q.Limit), 10)
+	buf = append(buf, `,"offset":`...)
+	buf = strconv.AppendInt(buf, int64(q.Offset), 10)
+	buf = append(buf, `,"has_more":`...)
+	buf = strconv.AppendBool(buf, int64(q.Offset)+int64(len(events)) < total)
+	buf = append(buf, `}}`...)
+	writeRaw(ctx, fasthttp.StatusOK, buf)
+}
+
+func (s *Server) handleVerify(ctx *fasthttp.RequestCtx) {
+	p := s.authenticate(ctx)
+	if p == nil {
+		return
+	}
+	fail := checkOrigin(ctx, p)
+	if _, ok := s.admit(ctx, p, ratelimit.Standard, false); !ok {
+		return
+	}
+	if fail != nil {
+		writeError(ctx, fail)
+		return
+	}
+	proj := p.Project()
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{
+		"valid": true, "key_type": p.Type(), "environment": p.Environment(), "permissions": p.Permissions(),
+		"project": map[string]string{"id": proj.ID, "name": proj.Name},
+	})
+}
+
+func (s *Server) handleRateLimit(ctx *fasthttp.RequestCtx) {
+	p := s.authenticate(ctx)
+	if p == nil {
+		return
+	}
+	fail := checkOrigin(ctx, p)
+	rep, ok := s.admit(ctx, p, ratelimit.None, true)
+	if !ok {
+		return
+	}
+	if fail != nil {
+		writeError(ctx, fail)
+		return
+	}
+	windows := func(ws []ratelimit.WindowStatus) map[string]any {
+		out := make(map[string]any, len(ws))
+		for _, w := range ws {
+			out[w.Name] = map[string]int64{"limit": w.Limit, "remaining": w.Remaining, "reset": w.Reset}
+		}
+		return out
+	}
+	writeJSON(ctx, fasthttp.StatusOK, map[string]any{
+		"limits": windows(rep.Buckets[ratelimit.Standard]),
+		"plan":   p.Plan(),
+		"buckets": map[string]any{
+			"batch":     windows(rep.Buckets[ratelimit.Batch]),
+			"analytics": windows(rep.Buckets[ratelimit.AnalyticsKind]),
+		},
+	})
+}

@@ -1,0 +1,208 @@
+package http
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/metrics"
+)
+
+// Body limits of the contract; the server-wide limit is the larger one and
+// the single-event route checks its own.
+const (
+	maxSingleBody = 1 << 20
+	maxBatchBody  = 5 << 20
+)
+
+// Config configures a Server.
+type Config struct {
+	Engine     *engine.Engine
+	Logger     *slog.Logger
+	AdminToken string
+}
+
+// Server holds the public and the admin fasthttp servers.
+type Server struct {
+	eng        *engine.Engine
+	log        *slog.Logger
+	adminToken []byte
+	metrics    *metrics.Registry
+
+	public *fasthttp.Server
+	admin  *fasthttp.Server
+
+	reqPrefix string
+	reqSeq    atomic.Uint64
+	inflight  *metrics.Gauge
+	panics    *metrics.Counter
+}
+
+// New builds both servers; call Serve with listeners to start them.
+func New(cfg Config) *Server {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var seed [4]byte
+	_, _ = rand.Read(seed[:])
+	s := &Server{
+		eng:        cfg.Engine,
+		log:        log,
+		adminToken: []byte(cfg.AdminToken),
+		metrics:    cfg.Engine.Metrics(),
+		reqPrefix:  "req_" + hex.EncodeToString(seed[:]),
+	}
+	s.inflight = s.metrics.Gauge("eventd_http_inflight_requests", "HTTP requests being served.", "")
+	s.panics = s.metrics.Counter("eventd_http_panics_total", "Handler panics recovered.", "")
+	s.public = s.newServer("eventd-public", s.publicRoutes())
+	s.admin = s.newServer("eventd-admin", s.adminRoutes())
+	return s
+}
+
+func (s *Server) newServer(name string, h fasthttp.RequestHandler) *fasthttp.Server {
+	return &fasthttp.Server{
+		Name:                          name,
+		Handler:                       h,
+		ErrorHandler:                  s.errorHandler,
+		MaxRequestBodySize:            maxBatchBody,
+		ReadTimeout:                   30 * time.Second,
+		WriteTimeout:                  30 * time.Second,
+		IdleTimeout:                   2 * time.Minute,
+		NoDefaultServerHeader:         true,
+		NoDefaultDate:                 false,
+		DisablePreParseMultipartForm:  true,
+		StreamRequestBody:             false,
+		Logger:                        slogAdapter{s.log},
+		DisableHeaderNamesNormalizing: false,
+	}
+}
+
+// ServePublic serves the public API on ln until Shutdown.
+func (s *Server) ServePublic(ln net.Listener) error { return s.public.Serve(ln) }
+
+// ServeAdmin serves the admin API on ln until Shutdown.
+func (s *Server) ServeAdmin(ln net.Listener) error { return s.admin.Serve(ln) }
+
+// Shutdown stops accepting and waits for in-flight requests to finish.
+func (s *Server) Shutdown() error {
+	return errors.Join(s.public.Shutdown(), s.admin.Shutdown())
+}
+
+// errorHandler answers what fasthttp rejects before routing; the default
+// answers an oversized body with a plain-text 400.
+func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
+	s.setRequestID(ctx)
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		writeError(ctx, newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Request body is larger than 5 MiB"))
+		return
+	}
+	var te interface{ Timeout() bool }
+	if errors.As(err, &te) && te.Timeout() {
+		writeError(ctx, newError(fasthttp.StatusRequestTimeout, codeBadRequest, "Request timed out"))
+		return
+	}
+	writeError(ctx, newError(fasthttp.StatusBadRequest, codeBadRequest, "Malformed HTTP request"))
+}
+
+func (s *Server) setRequestID(ctx *fasthttp.RequestCtx) {
+	if id := ctx.Request.Header.Peek("X-Request-Id"); validRequestID(id) {
+		ctx.Response.Header.SetBytesV("X-Request-Id", id)
+		return
+	}
+	b := make([]byte, 0, 32)
+	b = append(b, s.reqPrefix...)
+	b = append(b, '_')
+	b = strconv.AppendUint(b, s.reqSeq.Add(1), 36)
+	ctx.Response.Header.SetBytesV("X-Request-Id", b)
+}
+
+// validRequestID accepts a caller's id only if it is short and printable, so
+// it cannot inject into headers or logs.
+func validRequestID(id []byte) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// route wraps a handler with the request id, panic recovery and metrics.
+func (s *Server) route(name string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	type codeCounters [6]*metrics.Counter // 1xx..5xx by status/100, [0] other
+	var counters codeCounters
+	for i := range counters {
+		counters[i] = s.metrics.Counter("eventd_http_requests_total", "HTTP requests by route and status class.",
+			fmt.Sprintf(`route=%q,code="%dxx"`, name, i))
+	}
+	latency := s.metrics.Histogram("eventd_http_request_seconds", "HTTP request latency by route.",
+		fmt.Sprintf(`route=%q`, name), metrics.LatencyBuckets)
+	return func(ctx *fasthttp.RequestCtx) {
+		start := time.Now()
+		s.inflight.Add(1)
+		// Keep header names as the spec writes them (X-RateLimit-Limit, not X-Ratelimit-Limit).
+		ctx.Response.Header.DisableNormalizing()
+		s.setRequestID(ctx)
+		defer func() {
+			if r := recover(); r != nil {
+				s.panics.Inc()
+				s.log.Error("handler panic", "route", name, "panic", fmt.Sprint(r),
+					"request_id", string(ctx.Response.Header.Peek("X-Request-Id")))
+				ctx.Response.ResetBody()
+				writeError(ctx, newError(fasthttp.StatusInternalServerError, codeInternal, "Internal server error"))
+			}
+			s.inflight.Add(-1)
+			class := ctx.Response.StatusCode() / 100
+			if class < 1 || class > 5 {
+				class = 0
+			}
+			counters[class].Inc()
+			latency.Observe(time.Since(start).Seconds())
+		}()
+		h(ctx)
+	}
+}
+
+func (s *Server) newRouter(notFound string) *router.Router {
+	r := router.New()
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = true
+	r.NotFound = s.route("not_found", func(ctx *fasthttp.RequestCtx) {
+		writeError(ctx, newError(fasthttp.StatusNotFound, codeNotFound, notFound))
+	})
+	r.MethodNotAllowed = s.route("method_not_allowed", func(ctx *fasthttp.RequestCtx) {
+		writeError(ctx, newError(fasthttp.StatusMethodNotAllowed, codeMethodNotAllowed,
+			"Method "+string(ctx.Method())+" is not allowed here; allowed: "+string(ctx.Response.Header.Peek("Allow"))))
+	})
+	return r
+}
+
+func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
+	writeRaw(ctx, fasthttp.StatusOK, []byte(`{"status":"ok"}`))
+}
+
+func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
+	_, _ = s.metrics.WriteTo(ctx)
+}
+
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Printf(format string, args ...any) {
+	a.l.Debug(fmt.Sprintf(format, args...), "component", "fasthttp")
+}

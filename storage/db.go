@@ -1,0 +1,145 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configure Open.
+type Options struct {
+	// FS replaces the real filesystem, e.g. to inject fsync delay in benchmarks.
+	FS vfs.FS
+	// Logger receives Pebble's messages; nil discards informational ones.
+	Logger *slog.Logger
+}
+
+// DB is eventd's store.
+type DB struct {
+	db *pebble.DB
+}
+
+// ErrNotFound is returned by lookups of missing records.
+var ErrNotFound = errors.New("storage: not found")
+
+// Open opens or creates the store in dir.
+func Open(dir string, o Options) (*DB, error) {
+	opts := &pebble.Options{
+		Merger: merger,
+		Logger: pebbleLogger{o.Logger},
+		FS:     o.FS,
+		// Concurrent Sync commits from several shards share one fsync; a
+		// larger memtable keeps write stalls away under sustained ingest.
+		MemTableSize:                64 << 20,
+		MemTableStopWritesThreshold: 4,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       24,
+		FormatMajorVersion:          pebble.FormatNewest,
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
+	}
+	return &DB{db: db}, nil
+}
+
+// Close flushes and closes the store.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Pebble exposes the underlying database for checkpoints and metrics.
+func (d *DB) Pebble() *pebble.DB { return d.db }
+
+// Flush makes the WAL durable: used at shutdown and after non-synced writes.
+func (d *DB) Flush() error { return d.db.LogData(nil, pebble.Sync) }
+
+func (d *DB) get(key []byte) ([]byte, error) {
+	v, closer, err := d.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte(nil), v...)
+	return out, closer.Close()
+}
+
+// PutConfig stores a configuration record durably.
+func (d *DB) PutConfig(kind, id string, value []byte) error {
+	return d.db.Set(configKey(kind, id), value, pebble.Sync)
+}
+
+// GetConfig reads a configuration record, ErrNotFound if missing.
+func (d *DB) GetConfig(kind, id string) ([]byte, error) { return d.get(configKey(kind, id)) }
+
+// DeleteConfig removes a configuration record durably.
+func (d *DB) DeleteConfig(kind, id string) error {
+	return d.db.Delete(configKey(kind, id), pebble.Sync)
+}
+
+// ScanConfig calls fn for every record of kind, in id order; fn must copy what it keeps.
+func (d *DB) ScanConfig(kind string, fn func(id string, value []byte) error) error {
+	prefix := configKey(kind, "")
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if err := fn(string(it.Key()[len(prefix):]), it.Value()); err != nil {
+			_ = it.Close()
+			return err
+		}
+	}
+	return it.Close()
+}
+
+// PutWindows stores a key's rate-limit state. It is not synced on its own:
+// the next synced commit (at most a moment later) or Flush makes it durable,
+// and losing a few seconds of counts after a crash is acceptable.
+func (d *DB) PutWindows(keyID string, state []byte) error {
+	return d.db.Set(windowsKey(keyID), state, pebble.NoSync)
+}
+
+// GetWindows reads a key's rate-limit state, ErrNotFound if none.
+func (d *DB) GetWindows(keyID string) ([]byte, error) { return d.get(windowsKey(keyID)) }
+
+// DeleteDatasets removes every event, index entry and counter of the datasets.
+func (d *DB) DeleteDatasets(ds ...uint32) error {
+	b := d.db.NewBatch()
+	defer b.Close()
+	for _, n := range ds {
+		for _, p := range []byte{prefixEvent, prefixTime, prefixName, prefixVisitor, prefixCounter} {
+			lo := appendDataset(nil, p, n)
+			hi := appendDataset(nil, p, n+1)
+			if err := b.DeleteRange(lo, hi, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return b.Commit(pebble.Sync)
+}
+
+// pebbleLogger routes Pebble's log lines to slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	if p.l != nil {
+		p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	if p.l != nil {
+		p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+}
+
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	if p.l != nil {
+		p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	}
+	panic(fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,19 @@
+// Package storage keeps eventd's data in Pebble: the key layout, the event
+// record codec, the secondary indexes, the counters behind exact list totals
+// and the configuration records. It imports nothing else of eventd, so the
+// layout can be read, tested and benchmarked on its own.
+//
+// Key layout (every multi-byte integer big-endian so keys sort by value):
+//
+//	E ds id                 -> event record (record order: ids grow with time of recording)
+//	T ds ts id              -> ""        time index, for unfiltered lists
+//	N ds len name ts id     -> ""        per-name index
+//	V ds len2 visitor ts id -> name      per-visitor index; the value lets a name filter skip records
+//	C ds len name lvl start -> int64     event counts per minute/hour/day bucket (merge operator adds)
+//	I len keyID idemKey     -> idempotency record
+//	R keyID                 -> rate-limit windows of a key
+//	X kind 0x00 id          -> configuration record (JSON owned by the engine)
+//
+// ds is a uint32 dataset number (one per project and environment), ts a Unix
+// millisecond timestamp as uint64, id the 16 bytes of an event id.
+package storage

@@ -1,0 +1,139 @@
+package storage
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// Key prefixes; see the package documentation for the layout.
+const (
+	prefixEvent    = 'E'
+	prefixTime     = 'T'
+	prefixName     = 'N'
+	prefixVisitor  = 'V'
+	prefixCounter  = 'C'
+	prefixIdem     = 'I'
+	prefixWindows  = 'R'
+	prefixConfig   = 'X'
+	datasetPrefLen = 5 // prefix byte + uint32 dataset
+)
+
+// ID is the binary form of an event id: 48 bits of Unix milliseconds then 80
+// bits that keep ids unique and increasing.
+type ID [16]byte
+
+// Counter levels: the bucket widths in milliseconds.
+const (
+	LevelMinute = 'm'
+	LevelHour   = 'h'
+	LevelDay    = 'd'
+)
+
+const (
+	minuteMs = int64(60_000)
+	hourMs   = 60 * minuteMs
+	dayMs    = 24 * hourMs
+)
+
+func levelWidth(level byte) int64 {
+	switch level {
+	case LevelMinute:
+		return minuteMs
+	case LevelHour:
+		return hourMs
+	default:
+		return dayMs
+	}
+}
+
+func appendDataset(dst []byte, prefix byte, ds uint32) []byte {
+	dst = append(dst, prefix)
+	return binary.BigEndian.AppendUint32(dst, ds)
+}
+
+func appendTS(dst []byte, ms int64) []byte {
+	return binary.BigEndian.AppendUint64(dst, uint64(ms))
+}
+
+func eventKey(dst []byte, ds uint32, id ID) []byte {
+	return append(appendDataset(dst, prefixEvent, ds), id[:]...)
+}
+
+func timeKey(dst []byte, ds uint32, ts int64, id ID) []byte {
+	return append(appendTS(appendDataset(dst, prefixTime, ds), ts), id[:]...)
+}
+
+// namePrefix is N ds len name: every index entry of one event name.
+func namePrefix(dst []byte, ds uint32, name string) []byte {
+	dst = appendDataset(dst, prefixName, ds)
+	dst = append(dst, byte(len(name)))
+	return append(dst, name...)
+}
+
+// visitorPrefix is V ds len2 visitor: every index entry of one visitor. The
+// length comes first so that one visitor id is never a prefix of another's keys.
+func visitorPrefix(dst []byte, ds uint32, visitor string) []byte {
+	dst = appendDataset(dst, prefixVisitor, ds)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(visitor)))
+	return append(dst, visitor...)
+}
+
+// counterPrefix is C ds len name level; name "" counts every event.
+func counterPrefix(dst []byte, ds uint32, name string, level byte) []byte {
+	dst = appendDataset(dst, prefixCounter, ds)
+	dst = append(dst, byte(len(name)))
+	dst = append(dst, name...)
+	return append(dst, level)
+}
+
+func idemKey(dst []byte, keyID, key string) []byte {
+	dst = append(dst, prefixIdem, byte(len(keyID)))
+	dst = append(dst, keyID...)
+	return append(dst, key...)
+}
+
+func windowsKey(keyID string) []byte {
+	return append([]byte{prefixWindows}, keyID...)
+}
+
+func configKey(kind, id string) []byte {
+	k := make([]byte, 0, 2+len(kind)+len(id))
+	k = append(k, prefixConfig)
+	k = append(k, kind...)
+	k = append(k, 0)
+	return append(k, id...)
+}
+
+// tsIDSuffix splits the trailing ts id of an index key.
+func tsIDSuffix(key []byte) (ts int64, id ID, ok bool) {
+	if len(key) < 24 {
+		return 0, id, false
+	}
+	tail := key[len(key)-24:]
+	ts = int64(binary.BigEndian.Uint64(tail[:8]))
+	copy(id[:], tail[8:])
+	return ts, id, true
+}
+
+// rangeBounds gives [lower, upper) of index keys under prefix whose timestamp
+// lies in [fromMs, toMs] (both inclusive).
+func rangeBounds(prefix []byte, fromMs, toMs int64) (lower, upper []byte) {
+	lower = appendTS(append([]byte(nil), prefix...), fromMs)
+	if toMs >= math.MaxInt64-1 {
+		return lower, prefixEnd(prefix)
+	}
+	upper = appendTS(append([]byte(nil), prefix...), toMs+1)
+	return lower, upper
+}
+
+// prefixEnd is the smallest key greater than every key starting with prefix.
+func prefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil // prefix was all 0xff: no upper bound
+}

@@ -1,0 +1,162 @@
+package storage
+
+import (
+	"math"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// GetEvent reads one event of dataset ds, ErrNotFound if it is not there.
+func (d *DB) GetEvent(ds uint32, id ID) (Event, error) {
+	var e Event
+	v, err := d.get(eventKey(nil, ds, id))
+	if err != nil {
+		return e, err
+	}
+	e.ID = id
+	return e, decodeRecord(v, &e)
+}
+
+// ListQuery selects events of one dataset, newest timestamp first.
+type ListQuery struct {
+	Dataset    uint32
+	Name       string // "" for every name
+	VisitorID  string
+	HasVisitor bool
+	From, To   int64 // inclusive Unix ms; To = math.MaxInt64 for no bound
+	Limit      int
+	Offset     int
+}
+
+// List returns one page of matching events and the exact number of matches.
+// Without a visitor filter the total comes from the counters plus scans of at
+// most two partial minutes; with one it counts the visitor's index entries.
+func (d *DB) List(q ListQuery) ([]Event, int64, error) {
+	var prefix []byte
+	switch {
+	case q.HasVisitor:
+		prefix = visitorPrefix(nil, q.Dataset, q.VisitorID)
+	case q.Name != "":
+		prefix = namePrefix(nil, q.Dataset, q.Name)
+	default:
+		prefix = appendDataset(nil, prefixTime, q.Dataset)
+	}
+	lower, upper := rangeBounds(prefix, q.From, q.To)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, 0, err
+	}
+	nameFilter := q.HasVisitor && q.Name != ""
+	ids := make([]ID, 0, q.Limit)
+	var seen int64
+	for it.Last(); it.Valid(); it.Prev() {
+		if nameFilter && string(it.Value()) != q.Name {
+			continue
+		}
+		seen++
+		if seen <= int64(q.Offset) {
+			continue
+		}
+		if len(ids) == q.Limit {
+			if !q.HasVisitor {
+				break // the counters give the total
+			}
+			continue
+		}
+		_, id, ok := tsIDSuffix(it.Key())
+		if !ok {
+			_ = it.Close()
+			return nil, 0, errCorrupt
+		}
+		ids = append(ids, id)
+	}
+	if err := it.Close(); err != nil {
+		return nil, 0, err
+	}
+	total := seen
+	if !q.HasVisitor {
+		if total, err = d.Count(q.Dataset, q.Name, q.From, q.To); err != nil {
+			return nil, 0, err
+		}
+	}
+	events := make([]Event, 0, len(ids))
+	for _, id := range ids {
+		e, err := d.GetEvent(q.Dataset, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		events = append(events, e)
+	}
+	return events, total, nil
+}
+
+// Count is the exact number of events of ds (of one name, or all for "")
+// with timestamps in [from, to] inclusive.
+func (d *DB) Count(ds uint32, name string, from, to int64) (int64, error) {
+	if to == math.MaxInt64 {
+		to-- // keep to+1 representable
+	}
+	plan := planCount(max(from, 0), to+1)
+	var total int64
+	for _, bs := range plan.Buckets {
+		prefix := counterPrefix(nil, ds, name, bs.Level)
+		lo := appendTS(append([]byte(nil), prefix...), bs.Start)
+		hi := appendTS(append([]byte(nil), prefix...), bs.End)
+		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return 0, err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			total += decodeCount(it.Value())
+		}
+		if err := it.Close(); err != nil {
+			return 0, err
+		}
+	}
+	var prefix []byte
+	if name == "" {
+		prefix = appendDataset(nil, prefixTime, ds)
+	} else {
+		prefix = namePrefix(nil, ds, name)
+	}
+	for _, e := range plan.Edges {
+		lo, hi := rangeBounds(prefix, e.Start, e.End-1)
+		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return 0, err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			total++
+		}
+		if err := it.Close(); err != nil {
+			return 0, err
+		}
+	}
+	return total, nil
+}
+
+// EventsAfter calls fn for the events of ds recorded after id, in record
+// order, until fn returns false or limit events were given.
+func (d *DB) EventsAfter(ds uint32, after ID, limit int, fn func(*Event) bool) error {
+	lo := eventKey(nil, ds, after)
+	lo = append(lo, 0) // strictly after
+	hi := appendDataset(nil, prefixEvent, ds+1)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	n := 0
+	for it.First(); it.Valid() && n < limit; it.Next() {
+		var e Event
+		copy(e.ID[:], it.Key()[datasetPrefLen:])
+		if err := decodeRecord(it.Value(), &e); err != nil {
+			_ = it.Close()
+			return err
+		}
+		n++
+		if !fn(&e) {
+			break
+		}
+	}
+	return it.Close()
+}
