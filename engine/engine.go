@@ -56,6 +56,8 @@ type Engine struct {
 	nextDS     uint32
 
 	replies sync.Pool
+	hooksMu sync.Mutex
+	drained []func()
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -148,6 +150,12 @@ func (e *Engine) Close() error {
 	e.keys.StopAll()
 	e.shards.Stop()
 	_ = e.system.Root.PoisonFuture(e.bcast).Wait()
+	e.hooksMu.Lock()
+	hooks := e.drained
+	e.hooksMu.Unlock()
+	for _, fn := range hooks {
+		fn()
+	}
 	if err := e.db.Flush(); err != nil {
 		e.log.Error("flush at close", "err", err)
 	}

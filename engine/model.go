@@ -108,6 +108,7 @@ type Principal struct {
 	project  *projectState
 	dataset  uint32
 	lastUsed atomic.Int64
+	streams  atomic.Int32
 	cfg      actors.KeyConfig
 }
 

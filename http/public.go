@@ -25,6 +25,7 @@ func (s *Server) publicRoutes() fasthttp.RequestHandler {
 	r.GET("/verify", s.route("verify", s.handleVerify))
 	r.GET("/rate-limit", s.route("rate_limit", s.handleRateLimit))
 	r.GET("/healthz", s.route("healthz", s.handleHealth))
+	r.GET("/stream", s.route("stream", s.handleStream))
 	return r.Handler
 }
 
@@ -279,8 +280,9 @@ func (s *Server) commitBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, entr
 		}
 		next++
 		if res.Outcome == actors.Conflict {
-			buf = appendRejected(buf, newError(fasthttp.StatusConflict, codeConflict,
-				"This idempotency_key was already used with a different event"))
+			buf = appendRejected(buf, &apiError{status: fasthttp.StatusConflict, code: codeConflict,
+				message: "This idempotency_key was already used with a different event",
+				details: map[string]string{"idempotency_key": "already used with a different event"}})
 			continue
 		}
 		accepted++

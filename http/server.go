@@ -30,6 +30,10 @@ type Config struct {
 	Engine     *engine.Engine
 	Logger     *slog.Logger
 	AdminToken string
+	// StreamPing, StreamPong and StreamQueue tune /stream; zero means the contract's 30 s, 60 s and 4096.
+	StreamPing  time.Duration
+	StreamPong  time.Duration
+	StreamQueue int
 }
 
 // Server holds the public and the admin fasthttp servers.
@@ -46,6 +50,11 @@ type Server struct {
 	reqSeq    atomic.Uint64
 	inflight  *metrics.Gauge
 	panics    *metrics.Counter
+
+	streams     *streams
+	streamPing  time.Duration
+	streamPong  time.Duration
+	streamQueue int
 }
 
 // New builds both servers; call Serve with listeners to start them.
@@ -63,6 +72,19 @@ func New(cfg Config) *Server {
 		metrics:    cfg.Engine.Metrics(),
 		reqPrefix:  "req_" + hex.EncodeToString(seed[:]),
 	}
+	s.streamPing, s.streamPong, s.streamQueue = cfg.StreamPing, cfg.StreamPong, cfg.StreamQueue
+	if s.streamPing <= 0 {
+		s.streamPing = DefaultStreamPing
+	}
+	if s.streamPong <= 0 {
+		s.streamPong = DefaultStreamPong
+	}
+	if s.streamQueue <= 0 {
+		s.streamQueue = DefaultStreamQueue
+	}
+	s.streams = newStreams(s.metrics)
+	// Live streams close after the last commit reached the broadcaster.
+	cfg.Engine.OnDrained(func() { s.streams.closeAll(10 * time.Second) })
 	s.inflight = s.metrics.Gauge("eventd_http_inflight_requests", "HTTP requests being served.", "")
 	s.panics = s.metrics.Counter("eventd_http_panics_total", "Handler panics recovered.", "")
 	s.public = s.newServer("eventd-public", s.publicRoutes())

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/eventd/eventd/engine"
 	"github.com/eventd/eventd/engine/ids"
@@ -22,7 +23,9 @@ import (
 
 type serveConfig struct {
 	data, listen, adminListen, adminToken, tlsCert, tlsKey, logFormat, logLevel string
-	shards                                                                    int
+	shards                                                                      int
+	streamPing, streamPong                                                      time.Duration
+	streamQueue                                                                 int
 }
 
 func serve(args []string) error {
@@ -37,6 +40,9 @@ func serve(args []string) error {
 	fs.IntVar(&c.shards, "shards", runtime.GOMAXPROCS(0), "storage shard actors")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.DurationVar(&c.streamPing, "stream-ping", eventdhttp.DefaultStreamPing, "interval of /stream pings")
+	fs.IntVar(&c.streamQueue, "stream-queue", eventdhttp.DefaultStreamQueue, "events a /stream subscriber may have queued before it is closed as a slow consumer")
+	fs.DurationVar(&c.streamPong, "stream-pong", eventdhttp.DefaultStreamPong, "close a /stream connection after this long without a pong")
 	envFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -64,7 +70,8 @@ func serve(args []string) error {
 		_ = eng.Close()
 		return err
 	}
-	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token})
+	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token,
+		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue})
 	pub, err := listen(c.listen, c.tlsCert, c.tlsKey)
 	if err != nil {
 		_ = eng.Close()

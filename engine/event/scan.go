@@ -1,0 +1,618 @@
+package event
+
+import (
+	"bytes"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Depth counting, shared by every entry point of this package:
+//
+// The event object is depth 1. The value of one of its fields (properties,
+// or an ignored unknown field) is depth 2 when it is an object or array, its
+// children depth 3, and so on. The contract's "nesting deeper than 16"
+// applies to the properties value, which is counted as its own first level:
+// properties may span MaxDepth = 16 levels (the properties object itself
+// plus 15 more nested containers), so the deepest container accepted sits at
+// event-relative depth MaxDepth+1 = 17 and a container at depth 18 is refused.
+// Batch entries are measured the same way (each entry object is depth 1 again;
+// the batch wrapper and its "events" array do not count), so a given event is
+// accepted alone exactly when it is accepted inside a batch. Scalars never add
+// a level.
+const maxNest = MaxDepth + 1
+
+// linearKeys is the object size up to which duplicate keys are found by
+// comparing against every earlier key; larger objects switch to a map so a
+// hostile body with thousands of keys is not quadratic.
+const linearKeys = 16
+
+// decoder is a strict single-pass JSON scanner. It validates syntax, UTF-8,
+// surrogate pairs, duplicate keys and depth, without building any tree.
+// Syntax problems are fatal (errCode set, false returned); duplicate keys and
+// excessive depth are recorded in dupKey/tooDeep and scanning goes on, so the
+// caller can blame the field they occur in and keep collecting problems.
+type decoder struct {
+	data []byte
+	pos  int
+
+	// keys[:nkeys] is a stack of the keys of the objects currently open
+	// (small objects only), for duplicate detection without allocation. A
+	// fixed array, not a slice grown with append: storing a grown slice
+	// through the *decoder would move the whole buffer to the heap.
+	keys  [32][]byte
+	nkeys int
+	// spaces counts the insignificant whitespace skipped so far, so the
+	// compact size of a value is known without another pass over it.
+	spaces int
+	// noDup turns duplicate detection off for re-scans of already validated text.
+	noDup bool
+
+	dupKey  []byte // first duplicate key met since the caller last reset it
+	hasDup  bool
+	tooDeep bool
+
+	errPos  int
+	errCode int
+	errByte byte
+}
+
+// safe marks bytes that may appear verbatim in a JSON string and need no
+// further look: printable ASCII except the quote and the backslash.
+var safe = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// Syntax error codes. The decoder keeps a code, not a message string: escape
+// analysis is not field-sensitive, so copying any pointer out of the decoder
+// into an error would move the decoder's stack buffers to the heap.
+const (
+	errNone = iota
+	errEOF
+	errNonASCII
+	errChar
+	errLiteral
+	errNumber
+	errUnterminated
+	errUEscape
+	errSurrogate
+	errEscape
+	errControl
+	errUTF8
+	errKey
+	errColon
+	errObject
+	errArray
+	errClose
+	errMalformed
+	errTrailing
+)
+
+var syntaxMessages = [...]string{
+	errEOF:          "unexpected end of input",
+	errNonASCII:     "unexpected non-ASCII byte",
+	errChar:         "unexpected character ",
+	errLiteral:      "invalid literal",
+	errNumber:       "invalid number",
+	errUnterminated: "unterminated string",
+	errUEscape:      `invalid \u escape`,
+	errSurrogate:    `lone surrogate in \u escape`,
+	errEscape:       "invalid escape",
+	errControl:      "control character in string",
+	errUTF8:         "invalid UTF-8",
+	errKey:          "expected a string key",
+	errColon:        "expected ':' after object key",
+	errObject:       "expected ',' or '}' in object",
+	errArray:        "expected ',' or ']' in array",
+	errClose:        "expected ',' or a closing bracket",
+	errMalformed:    "malformed object",
+	errTrailing:     "unexpected data after the JSON value",
+}
+
+func (d *decoder) fail(pos int, code int) bool {
+	if d.errCode == errNone {
+		d.errPos, d.errCode = pos, code
+	}
+	return false
+}
+
+// syntaxMessage renders the fatal error for details.body.
+func (d *decoder) syntaxMessage() string {
+	msg := syntaxMessages[d.errCode]
+	if d.errCode == errChar {
+		msg += strconv.QuoteRune(rune(d.errByte))
+	}
+	return "malformed JSON at byte " + strconv.Itoa(d.errPos) + ": " + msg
+}
+
+func (d *decoder) ws() {
+	i := d.pos
+	for i < len(d.data) {
+		switch d.data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+			continue
+		}
+		break
+	}
+	d.spaces += i - d.pos
+	d.pos = i
+}
+
+// next returns the byte at pos, or 0 at the end of input (0 is never valid
+// outside a string, so callers need no separate bounds check).
+func (d *decoder) next() byte {
+	if d.pos < len(d.data) {
+		return d.data[d.pos]
+	}
+	return 0
+}
+
+func (d *decoder) unexpected() bool {
+	if d.pos >= len(d.data) {
+		return d.fail(d.pos, errEOF)
+	}
+	c := d.data[d.pos]
+	if c >= utf8.RuneSelf {
+		return d.fail(d.pos, errNonASCII)
+	}
+	d.errByte = c
+	return d.fail(d.pos, errChar)
+}
+
+// value scans one value; depth is the depth it has if it is a container.
+func (d *decoder) value(depth int) bool {
+	switch c := d.next(); c {
+	case '{', '[':
+		if depth > maxNest {
+			d.tooDeep = true
+			return d.skipDeep()
+		}
+		if c == '{' {
+			return d.object(depth)
+		}
+		return d.array(depth)
+	default:
+		return d.scalar()
+	}
+}
+
+func (d *decoder) scalar() bool {
+	switch c := d.next(); c {
+	case '"':
+		_, ok := d.str()
+		return ok
+	case 't':
+		return d.lit("true")
+	case 'f':
+		return d.lit("false")
+	case 'n':
+		return d.lit("null")
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			return d.number()
+		}
+		return d.unexpected()
+	}
+}
+
+func (d *decoder) lit(s string) bool {
+	if len(d.data)-d.pos >= len(s) && string(d.data[d.pos:d.pos+len(s)]) == s {
+		d.pos += len(s)
+		return true
+	}
+	return d.fail(d.pos, errLiteral)
+}
+
+// number follows the RFC 8259 grammar exactly: no leading zeros, no '+',
+// no bare '.', an exponent needs digits.
+func (d *decoder) number() bool {
+	data, i := d.data, d.pos
+	if i < len(data) && data[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(data) && data[i] == '0':
+		i++
+	case i < len(data) && data[i] >= '1' && data[i] <= '9':
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			i++
+		}
+	default:
+		return d.fail(i, errNumber)
+	}
+	if i < len(data) && data[i] == '.' {
+		i++
+		s := i
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			i++
+		}
+		if i == s {
+			return d.fail(i, errNumber)
+		}
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		s := i
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			i++
+		}
+		if i == s {
+			return d.fail(i, errNumber)
+		}
+	}
+	d.pos = i
+	return true
+}
+
+func hex4(data []byte, i int) (rune, bool) {
+	if i+4 > len(data) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range data[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// str scans a string starting at its opening quote and leaves pos after the
+// closing quote. escaped reports whether the raw text differs from the value.
+func (d *decoder) str() (escaped bool, ok bool) {
+	data := d.data
+	i := d.pos + 1
+	for {
+		for i < len(data) && safe[data[i]] {
+			i++
+		}
+		if i >= len(data) {
+			return false, d.fail(i, errUnterminated)
+		}
+		c := data[i]
+		switch {
+		case c == '"':
+			d.pos = i + 1
+			return escaped, true
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(data) {
+				return false, d.fail(i, errUnterminated)
+			}
+			switch data[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				r, ok := hex4(data, i+2)
+				if !ok {
+					return false, d.fail(i, errUEscape)
+				}
+				switch {
+				case r >= 0xD800 && r < 0xDC00:
+					if i+7 < len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
+						if r2, ok := hex4(data, i+8); ok && r2 >= 0xDC00 && r2 < 0xE000 {
+							i += 12
+							continue
+						}
+					}
+					return false, d.fail(i, errSurrogate)
+				case r >= 0xDC00 && r < 0xE000:
+					return false, d.fail(i, errSurrogate)
+				}
+				i += 6
+			default:
+				return false, d.fail(i, errEscape)
+			}
+		case c < 0x20:
+			return false, d.fail(i, errControl)
+		default:
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size == 1 {
+				return false, d.fail(i, errUTF8)
+			}
+			i += size
+		}
+	}
+}
+
+// key scans an object key and returns its unescaped bytes; they alias the
+// input unless the key was escaped.
+func (d *decoder) key() ([]byte, bool) {
+	if d.next() != '"' {
+		return nil, d.fail(d.pos, errKey)
+	}
+	start := d.pos + 1
+	esc, ok := d.str()
+	if !ok {
+		return nil, false
+	}
+	raw := d.data[start : d.pos-1]
+	if esc {
+		raw = appendUnescaped(nil, raw)
+	}
+	return raw, true
+}
+
+// colon consumes the ':' after a key, with the whitespace around it.
+func (d *decoder) colon() bool {
+	d.ws()
+	if d.next() != ':' {
+		return d.fail(d.pos, errColon)
+	}
+	d.pos++
+	d.ws()
+	return true
+}
+
+// seen records key among the keys of the object whose first key is in slot
+// base (or in m once that object uses a map) and reports whether it was there.
+// Small objects use the fixed slots, so most bodies check duplicates without
+// allocating; an object switches to a map past linearKeys keys, or when the
+// slots are used up by the enclosing objects.
+func (d *decoder) seen(base int, key []byte, m map[string]struct{}) (map[string]struct{}, bool) {
+	if d.noDup {
+		return m, false
+	}
+	if m != nil {
+		if _, dup := m[string(key)]; dup {
+			return m, true
+		}
+		m[string(key)] = struct{}{}
+		return m, false
+	}
+	for _, k := range d.keys[base:d.nkeys] {
+		if bytes.Equal(k, key) {
+			return m, true
+		}
+	}
+	if d.nkeys-base < linearKeys && d.nkeys < len(d.keys) {
+		d.keys[d.nkeys] = key
+		d.nkeys++
+		return m, false
+	}
+	m = make(map[string]struct{}, 2*linearKeys)
+	for _, k := range d.keys[base:d.nkeys] {
+		m[string(k)] = struct{}{}
+	}
+	m[string(key)] = struct{}{}
+	d.nkeys = base
+	return m, false
+}
+
+func (d *decoder) object(depth int) bool {
+	d.pos++ // '{'
+	d.ws()
+	if d.next() == '}' {
+		d.pos++
+		return true
+	}
+	base := d.nkeys
+	var m map[string]struct{}
+	for {
+		key, ok := d.key()
+		if !ok {
+			return false
+		}
+		var dup bool
+		if m, dup = d.seen(base, key, m); dup && !d.hasDup {
+			d.hasDup, d.dupKey = true, key
+		}
+		if !d.colon() || !d.value(depth+1) {
+			return false
+		}
+		d.ws()
+		switch d.next() {
+		case ',':
+			d.pos++
+			d.ws()
+		case '}':
+			d.pos++
+			d.nkeys = base
+			return true
+		default:
+			if d.pos >= len(d.data) {
+				return d.unexpected()
+			}
+			return d.fail(d.pos, errObject)
+		}
+	}
+}
+
+func (d *decoder) array(depth int) bool {
+	d.pos++ // '['
+	d.ws()
+	if d.next() == ']' {
+		d.pos++
+		return true
+	}
+	for {
+		if !d.value(depth + 1) {
+			return false
+		}
+		d.ws()
+		switch d.next() {
+		case ',':
+			d.pos++
+			d.ws()
+		case ']':
+			d.pos++
+			return true
+		default:
+			if d.pos >= len(d.data) {
+				return d.unexpected()
+			}
+			return d.fail(d.pos, errArray)
+		}
+	}
+}
+
+// skipDeep validates a container that is already too deep, iteratively, so a
+// body of a million '[' costs a byte stack instead of a million stack frames.
+// Duplicate keys are no longer tracked: the value is refused anyway.
+func (d *decoder) skipDeep() bool {
+	var arr [64]byte
+	stack := arr[:0]
+	for {
+		d.ws()
+		opened := false
+		switch d.next() {
+		case '{':
+			d.pos++
+			d.ws()
+			if d.next() == '}' {
+				d.pos++
+				break
+			}
+			stack = append(stack, '}')
+			if !d.skipKey() {
+				return false
+			}
+			opened = true
+		case '[':
+			d.pos++
+			d.ws()
+			if d.next() == ']' {
+				d.pos++
+				break
+			}
+			stack = append(stack, ']')
+			opened = true
+		default:
+			if !d.scalar() {
+				return false
+			}
+		}
+		if opened {
+			continue
+		}
+		// A value just ended: close finished containers, stop at the next ','.
+		for {
+			if len(stack) == 0 {
+				return true
+			}
+			d.ws()
+			c, top := d.next(), stack[len(stack)-1]
+			if c == top {
+				d.pos++
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			if c != ',' {
+				if d.pos >= len(d.data) {
+					return d.unexpected()
+				}
+				return d.fail(d.pos, errClose)
+			}
+			d.pos++
+			if top == '}' {
+				d.ws()
+				if !d.skipKey() {
+					return false
+				}
+			}
+			break
+		}
+	}
+}
+
+func (d *decoder) skipKey() bool {
+	if d.next() != '"' {
+		return d.fail(d.pos, errKey)
+	}
+	if _, ok := d.str(); !ok {
+		return false
+	}
+	return d.colon()
+}
+
+// appendUnescaped appends the value of the raw (already validated) string
+// content s, resolving escapes and surrogate pairs.
+func appendUnescaped(dst, s []byte) []byte {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			j := bytes.IndexByte(s[i:], '\\')
+			if j < 0 {
+				return append(dst, s[i:]...)
+			}
+			dst = append(dst, s[i:i+j]...)
+			i += j
+			continue
+		}
+		if i+1 >= len(s) {
+			return dst
+		}
+		switch e := s[i+1]; e {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, _ := hex4(s, i+2)
+			i += 6
+			if r >= 0xD800 && r < 0xDC00 {
+				if r2, ok := hex4(s, i+2); ok && s[i] == '\\' && s[i+1] == 'u' && r2 >= 0xDC00 && r2 < 0xE000 {
+					r = 0x10000 + (r-0xD800)<<10 + (r2 - 0xDC00)
+					i += 6
+				} else {
+					r = utf8.RuneError // unreachable for validated input
+				}
+			} else if r >= 0xDC00 && r < 0xE000 {
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, e)
+		}
+		i += 2
+	}
+	return dst
+}
+
+// appendCompact appends validated JSON text v without insignificant
+// whitespace; string contents are copied byte for byte, escapes included.
+func appendCompact(dst, v []byte) []byte {
+	inStr := false
+	start := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if inStr {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inStr = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			dst = append(dst, v[start:i]...)
+			start = i + 1
+		case '"':
+			inStr = true
+		}
+	}
+	return append(dst, v[start:]...)
+}

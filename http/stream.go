@@ -1,0 +1,412 @@
+package http
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/websocket"
+	"github.com/valyala/fasthttp"
+
+	"github.com/eventd/eventd/actors"
+	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/ids"
+	"github.com/eventd/eventd/engine/metrics"
+	"github.com/eventd/eventd/engine/ratelimit"
+	"github.com/eventd/eventd/storage"
+)
+
+// Stream settings of the contract (section 6); tests shorten the timers.
+const (
+	DefaultStreamPing  = 30 * time.Second
+	DefaultStreamPong  = 60 * time.Second
+	DefaultStreamQueue = 4096
+	maxClientMessage   = 4096
+	closeSlowConsumer  = 4008
+	replayChunk        = 1000
+	// replaySlack covers ids made before a subscription but committed after
+	// it: such an event can arrive both from the replay and live.
+	replaySlack = time.Minute
+	writeWait   = 30 * time.Second
+)
+
+// streams tracks live subscribers so shutdown can flush and close them.
+type streams struct {
+	mu   sync.Mutex
+	subs map[*subscriber]struct{}
+	wg   sync.WaitGroup
+
+	subscribers *metrics.Gauge
+	sent        *metrics.Counter
+	drops       *metrics.Counter
+	slowCloses  *metrics.Counter
+}
+
+func newStreams(reg *metrics.Registry) *streams {
+	return &streams{
+		subs:        make(map[*subscriber]struct{}),
+		subscribers: reg.Gauge("eventd_stream_subscribers", "Open /stream connections.", ""),
+		sent:        reg.Counter("eventd_stream_messages_sent_total", "Event messages written to /stream clients.", ""),
+		drops:       reg.Counter("eventd_stream_drops_total", "Events not queued because a subscriber's queue was full.", ""),
+		slowCloses:  reg.Counter("eventd_stream_slow_consumer_closes_total", "Subscribers closed with 4008 slow_consumer.", ""),
+	}
+}
+
+// closeAll tells every subscriber to send what it holds and close with 1001,
+// then waits (bounded) for them. It runs after the last commit reached the broadcaster.
+func (st *streams) closeAll(timeout time.Duration) {
+	st.mu.Lock()
+	for sub := range st.subs {
+		sub.stop()
+	}
+	st.mu.Unlock()
+	done := make(chan struct{})
+	go func() { st.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+	}
+}
+
+// streamFilter selects the events a subscriber wants.
+type streamFilter struct {
+	events     map[string]struct{} // nil: every name
+	visitor    string
+	hasVisitor bool
+}
+
+func (f *streamFilter) match(e *storage.Event) bool {
+	if f.events != nil {
+		if _, ok := f.events[e.Name]; !ok {
+			return false
+		}
+	}
+	return !f.hasVisitor || (e.HasVisitor && e.VisitorID == f.visitor)
+}
+
+func (f *streamFilter) names() []string {
+	out := make([]string, 0, len(f.events))
+	for n := range f.events {
+		out = append(out, n)
+	}
+	return out
+}
+
+// subscriber is one /stream connection: a bounded queue filled by the
+// broadcaster (never blocking it) and drained by its own writer.
+type subscriber struct {
+	st       *streams
+	filter   atomic.Pointer[streamFilter]
+	queue    chan *storage.Event
+	control  chan []byte
+	overflow chan struct{}
+	shutdown chan struct{}
+	once     sync.Once
+	overOnce sync.Once
+}
+
+// Offer queues matching events without blocking; a full queue marks the
+// subscriber as slow, and it is closed with 4008.
+func (sub *subscriber) Offer(events []actors.CommittedEvent) {
+	f := sub.filter.Load()
+	for _, ce := range events {
+		if !f.match(ce.Event) {
+			continue
+		}
+		select {
+		case sub.queue <- ce.Event:
+		default:
+			sub.st.drops.Inc()
+			sub.overOnce.Do(func() { close(sub.overflow) })
+			return
+		}
+	}
+}
+
+func (sub *subscriber) stop() { sub.once.Do(func() { close(sub.shutdown) }) }
+
+// parseStreamQuery reads event (repeatable), visitor_id and since.
+func parseStreamQuery(args *fasthttp.Args) (*streamFilter, *storage.ID, *apiError) {
+	f := &streamFilter{}
+	d := map[string]string{}
+	for _, v := range args.PeekMulti("event") {
+		if !validName(v) {
+			d["event"] = "event name must be alphanumeric with underscores only (1-128 characters)"
+			continue
+		}
+		if f.events == nil {
+			f.events = make(map[string]struct{})
+		}
+		f.events[string(v)] = struct{}{}
+	}
+	if v := args.Peek("visitor_id"); v != nil {
+		if len(v) == 0 || len(v) > 1024 {
+			d["visitor_id"] = "must be 1-256 characters"
+		}
+		f.visitor, f.hasVisitor = string(v), true
+	}
+	var since *storage.ID
+	if v := args.Peek("since"); v != nil {
+		id, err := ids.ParseEvent(string(v))
+		if err != nil {
+			d["since"] = "must be an event id (evt_...)"
+		} else {
+			sid := storage.ID(id)
+			since = &sid
+		}
+	}
+	if len(d) > 0 {
+		return nil, nil, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: d}
+	}
+	return f, since, nil
+}
+
+func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
+	p := s.authenticate(ctx)
+	if p == nil {
+		return
+	}
+	fail := checkOrigin(ctx, p)
+	if fail == nil && !p.CanRead() {
+		fail = newError(fasthttp.StatusForbidden, codeForbidden, msgForbidden)
+	}
+	var filter *streamFilter
+	var since *storage.ID
+	if fail == nil {
+		filter, since, fail = parseStreamQuery(ctx.QueryArgs())
+	}
+	if _, ok := s.admit(ctx, p, ratelimit.Standard, false); !ok {
+		return
+	}
+	if fail != nil {
+		writeError(ctx, fail)
+		return
+	}
+	if !p.AcquireStream() {
+		ctx.Response.Header.Set("Retry-After", "5")
+		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+		ctx.SetContentTypeBytes(contentTypeJSON)
+		ctx.SetBody(appendErrorBody(nil, newError(fasthttp.StatusTooManyRequests, codeRateLimited,
+			"Too many open streams for this key on the "+p.Plan()+" plan"), 5))
+		return
+	}
+	up := websocket.FastHTTPUpgrader{
+		ReadBufferSize:  1024,
+		WriteBufferSize: 4096,
+		// The project's allowed origins were checked above, before the upgrade.
+		CheckOrigin: func(*fasthttp.RequestCtx) bool { return true },
+		Error: func(ctx *fasthttp.RequestCtx, status int, reason error) {
+			writeError(ctx, newError(status, codeBadRequest, "Expected a WebSocket upgrade: "+reason.Error()))
+		},
+	}
+	sub := &subscriber{
+		st:       s.streams,
+		queue:    make(chan *storage.Event, s.streamQueue),
+		control:  make(chan []byte, 8),
+		overflow: make(chan struct{}),
+		shutdown: make(chan struct{}),
+	}
+	sub.filter.Store(filter)
+	s.streams.wg.Add(1)
+	err := up.Upgrade(ctx, func(conn *websocket.Conn) {
+		defer s.streams.wg.Done()
+		defer p.ReleaseStream()
+		s.runStream(conn, p, sub, since)
+	})
+	if err != nil {
+		s.streams.wg.Done()
+		p.ReleaseStream()
+	}
+}
+
+// runStream serves one upgraded connection until it closes.
+func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subscriber, since *storage.ID) {
+	st := s.streams
+	st.mu.Lock()
+	st.subs[sub] = struct{}{}
+	st.mu.Unlock()
+	st.subscribers.Add(1)
+	defer func() {
+		s.eng.Unsubscribe(p, sub)
+		st.mu.Lock()
+		delete(st.subs, sub)
+		st.mu.Unlock()
+		st.subscribers.Add(-1)
+		_ = conn.Close()
+	}()
+	subscribedAt := time.Now()
+	s.eng.Subscribe(p, sub)
+
+	var lastID storage.ID
+	var replayed map[storage.ID]struct{}
+	buf := make([]byte, 0, 512)
+	write := func(e *storage.Event) bool {
+		buf = append(buf[:0], `{"type":"event","data":`...)
+		buf = appendEvent(buf, e, true)
+		buf = append(buf, '}')
+		_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
+		if err := conn.WriteMessage(websocket.TextMessage, buf); err != nil {
+			return false
+		}
+		lastID = e.ID
+		st.sent.Inc()
+		return true
+	}
+	if since != nil {
+		cutoff := subscribedAt.Add(-replaySlack).UnixMilli()
+		replayed = make(map[storage.ID]struct{})
+		cursor := *since
+		for {
+			n, ok := 0, true
+			f := sub.filter.Load()
+			err := s.eng.EventsAfter(p, cursor, replayChunk, func(e *storage.Event) bool {
+				n++
+				cursor = e.ID
+				if ids.Time(e.ID) >= cutoff {
+					replayed[e.ID] = struct{}{}
+				}
+				if f.match(e) {
+					ok = write(e)
+				}
+				return ok
+			})
+			if err != nil || !ok {
+				return
+			}
+			if n < replayChunk {
+				break
+			}
+		}
+	}
+
+	readerDone := make(chan struct{})
+	go s.readStream(conn, sub, readerDone)
+	ping := time.NewTicker(s.streamPing)
+	defer ping.Stop()
+	for {
+		select {
+		case e := <-sub.queue:
+			if _, dup := replayed[e.ID]; dup {
+				continue
+			}
+			if !write(e) {
+				return
+			}
+		case msg := <-sub.control:
+			_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
+			if conn.WriteMessage(websocket.TextMessage, msg) != nil {
+				return
+			}
+		case <-ping.C:
+			if conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)) != nil {
+				return
+			}
+		case <-sub.overflow:
+			st.slowCloses.Inc()
+			msg := []byte(`{"type":"error","error":"slow_consumer","message":"The subscriber's queue overflowed; reconnect with since=last_id","last_id":`)
+			if lastID == (storage.ID{}) {
+				msg = append(msg, "null"...)
+			} else {
+				msg = append(append(append(msg, '"'), ids.AppendEvent(nil, lastID)...), '"')
+			}
+			msg = append(msg, '}')
+			_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
+			_ = conn.WriteMessage(websocket.TextMessage, msg)
+			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeSlowConsumer, "slow consumer"), time.Now().Add(writeWait))
+			return
+		case <-sub.shutdown:
+			// Everything committed before shutdown is already queued: send it, then say goodbye.
+			for {
+				select {
+				case e := <-sub.queue:
+					if _, dup := replayed[e.ID]; !dup && !write(e) {
+						return
+					}
+					continue
+				default:
+				}
+				break
+			}
+			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(writeWait))
+			return
+		case <-readerDone:
+			return
+		}
+	}
+}
+
+// readStream handles client messages (subscribe) and pongs; it ends the
+// connection when nothing, not even a pong, arrives within the pong wait.
+func (s *Server) readStream(conn *websocket.Conn, sub *subscriber, done chan struct{}) {
+	defer close(done)
+	conn.SetReadLimit(maxClientMessage)
+	_ = conn.SetReadDeadline(time.Now().Add(s.streamPong))
+	conn.SetPongHandler(func(string) error {
+		return conn.SetReadDeadline(time.Now().Add(s.streamPong))
+	})
+	for {
+		_, msg, err := conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(s.streamPong))
+		reply := handleClientMessage(sub, msg)
+		select {
+		case sub.control <- reply:
+		default: // a client flooding messages without reading loses replies, not the server
+		}
+	}
+}
+
+// clientMessage is what a client may send.
+type clientMessage struct {
+	Type      string          `json:"type"`
+	Event     json.RawMessage `json:"event"`
+	VisitorID *string         `json:"visitor_id"`
+}
+
+func handleClientMessage(sub *subscriber, msg []byte) []byte {
+	var m clientMessage
+	bad := func(text string) []byte {
+		return []byte(`{"type":"error","error":"bad_request","message":` + strconv.Quote(text) + `}`)
+	}
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return bad("message must be a JSON object")
+	}
+	if m.Type != "subscribe" {
+		return bad(`unknown message type; send {"type":"subscribe","event":[...],"visitor_id":"..."}`)
+	}
+	f := &streamFilter{}
+	if len(m.Event) > 0 && string(m.Event) != "null" {
+		var names []string
+		if err := json.Unmarshal(m.Event, &names); err != nil {
+			var one string
+			if json.Unmarshal(m.Event, &one) != nil {
+				return bad("event must be an array of event names")
+			}
+			names = []string{one}
+		}
+		f.events = make(map[string]struct{}, len(names))
+		for _, n := range names {
+			if !validName([]byte(n)) {
+				return bad("event name must be alphanumeric with underscores only")
+			}
+			f.events[n] = struct{}{}
+		}
+	}
+	if m.VisitorID != nil {
+		f.visitor, f.hasVisitor = *m.VisitorID, true
+	}
+	sub.filter.Store(f)
+	out := map[string]any{"type": "subscribed", "event": f.names(), "visitor_id": nil}
+	if f.events == nil {
+		out["event"] = nil
+	}
+	if f.hasVisitor {
+		out["visitor_id"] = f.visitor
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
