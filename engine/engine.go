@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -182,8 +181,10 @@ func (e *Engine) Authenticate(key []byte) *Principal {
 }
 
 // Submit sends a request to the key actor of p and waits for its answer.
-// write may be nil (admission only).
-func (e *Engine) Submit(ctx context.Context, p *Principal, kind ratelimit.Kind, write *actors.Write, snapshot bool) (*actors.Reply, error) {
+// write may be nil (admission only). It deliberately ignores client
+// disconnects and server shutdown: once sent, a write is committed, and the
+// request finishes with its true outcome; only the deadline ends the wait.
+func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, snapshot bool) (*actors.Reply, error) {
 	if write != nil && e.shards.Queued() >= e.cfg.MaxQueued {
 		return nil, ErrOverloaded
 	}
@@ -205,8 +206,6 @@ func (e *Engine) Submit(ctx context.Context, p *Principal, kind ratelimit.Kind, 
 	case <-timer.C:
 		// The channel may still receive a late reply: never reuse it.
 		return nil, ErrOverloaded
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
 }
 

@@ -194,7 +194,7 @@ func (s *Server) adminUsage(ctx *fasthttp.RequestCtx) {
 		if p == nil {
 			continue
 		}
-		rep, err := s.eng.Submit(ctx, p, ratelimit.None, nil, true)
+		rep, err := s.eng.Submit(p, ratelimit.None, nil, true)
 		if err != nil {
 			s.writeEngineError(ctx, err)
 			return

@@ -33,7 +33,7 @@ func (s *Server) publicRoutes() fasthttp.RequestHandler {
 // limit. On success it sets the rate-limit headers and returns true; the
 // caller then writes its answer (or pre-computed error).
 func (s *Server) admit(ctx *fasthttp.RequestCtx, p *engine.Principal, kind ratelimit.Kind, snapshot bool) (*actors.Reply, bool) {
-	rep, err := s.eng.Submit(ctx, p, kind, nil, snapshot)
+	rep, err := s.eng.Submit(p, kind, nil, snapshot)
 	if err != nil {
 		s.writeEngineError(ctx, err)
 		return nil, false
@@ -160,7 +160,7 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Events: []actors.Pending{pending}}
-	rep, err := s.eng.Submit(ctx, p, kind, w, kind == ratelimit.None)
+	rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
 	if err != nil {
 		s.writeEngineError(ctx, err)
 		return
@@ -249,7 +249,7 @@ func (s *Server) commitBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, entr
 		}
 		_ = rep
 	} else {
-		rep, err := s.eng.Submit(ctx, p, kind, w, kind == ratelimit.None)
+		rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
 		if err != nil {
 			s.writeEngineError(ctx, err)
 			return
