@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/pprofhandler"
 
 	"github.com/eventd/eventd/engine"
 	"github.com/eventd/eventd/engine/event"
@@ -20,6 +21,8 @@ func (s *Server) adminRoutes() fasthttp.RequestHandler {
 	}
 	r.GET("/healthz", s.route("admin_healthz", s.handleHealth))
 	r.GET("/metrics", s.route("metrics", s.handleMetrics))
+	// Profiles for operators and the bench suite; behind the admin token.
+	r.GET("/debug/pprof/{profile:*}", a("pprof", pprofhandler.PprofHandler))
 	r.POST("/admin/v1/projects", a("admin_create_project", s.adminCreateProject))
 	r.GET("/admin/v1/projects", a("admin_list_projects", s.adminListProjects))
 	r.GET("/admin/v1/projects/{id}", a("admin_get_project", s.adminGetProject))
