@@ -1,0 +1,271 @@
+package actors
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/eventd/eventd/engine/metrics"
+	"github.com/eventd/eventd/engine/ratelimit"
+	"github.com/eventd/eventd/storage"
+)
+
+// rig is an actor system over a real store in a temp dir.
+type rig struct {
+	db     *storage.DB
+	system *actor.ActorSystem
+	shards *Shards
+	keys   *Keys
+	reg    *metrics.Registry
+	sink   *collector
+}
+
+// collector is a Subscriber that records what the broadcaster hands it.
+type collector struct {
+	mu     sync.Mutex
+	events []CommittedEvent
+}
+
+func (c *collector) Offer(events []CommittedEvent) {
+	c.mu.Lock()
+	c.events = append(c.events, events...)
+	c.mu.Unlock()
+}
+
+func (c *collector) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.events)
+}
+
+func newRig(t *testing.T, idle time.Duration) *rig {
+	t.Helper()
+	db, err := storage.Open(t.TempDir(), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	r := &rig{db: db, reg: metrics.New(), sink: &collector{}}
+	r.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return log }))
+	bc := NewBroadcaster(r.system, r.reg)
+	done := make(chan struct{})
+	r.system.Root.Send(bc, &Subscribe{Dataset: 1, Sub: r.sink, Done: done})
+	<-done
+	r.shards = NewShards(r.system, db, 2, bc, r.reg, log)
+	r.keys = NewKeys(r.system, db, r.shards, log, idle)
+	t.Cleanup(func() {
+		r.keys.StopAll()
+		r.shards.Stop()
+		_ = db.Close()
+	})
+	return r
+}
+
+func keyConfig(id string, lim ratelimit.Limits) *KeyConfig {
+	return &KeyConfig{ID: id, Limits: func() ratelimit.Limits { return lim }, LastUsed: new(atomic.Int64)}
+}
+
+func (r *rig) submit(t *testing.T, cfg *KeyConfig, kind ratelimit.Kind, w *Write) *Reply {
+	t.Helper()
+	ch := make(chan *Reply, 1)
+	r.keys.Send(cfg, &Request{Kind: kind, Now: time.Now(), Write: w, Reply: ch})
+	select {
+	case rep := <-ch:
+		if rep.Err != nil {
+			t.Fatalf("reply error: %v", rep.Err)
+		}
+		return rep
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply within 10 s")
+		return nil
+	}
+}
+
+func write(names ...string) *Write {
+	w := &Write{Dataset: 1, ReceivedAt: time.Now().UnixMilli()}
+	for _, n := range names {
+		w.Events = append(w.Events, Pending{Event: storage.Event{Name: n, Timestamp: time.Now().UnixMilli(), Properties: []byte("{}")}})
+	}
+	return w
+}
+
+func idemWrite(key string, hash uint64) *Write {
+	w := write("purchase")
+	w.Events[0].IdemKey, w.Events[0].Hash = key, hash
+	return w
+}
+
+func TestAdmissionCountsUntilLimit(t *testing.T) {
+	r := newRig(t, time.Minute)
+	cfg := keyConfig("key_a", ratelimit.Limits{Minute: 3, Hour: 100, Day: 1000})
+	for i := 0; i < 3; i++ {
+		if rep := r.submit(t, cfg, ratelimit.Standard, nil); !rep.Allowed {
+			t.Fatalf("request %d refused", i)
+		}
+	}
+	rep := r.submit(t, cfg, ratelimit.Standard, write("x"))
+	if rep.Allowed || rep.RetryAfter < 1 || rep.Results != nil {
+		t.Fatalf("4th request: %+v", rep)
+	}
+	if got := ratelimit.Tightest(rep.Windows); got.Remaining != 0 || got.Name != "minute" {
+		t.Fatalf("tightest window %+v", got)
+	}
+	// The batch bucket is separate: one tenth of the limits, at least 1.
+	if rep := r.submit(t, cfg, ratelimit.Batch, nil); !rep.Allowed {
+		t.Fatal("batch bucket refused its first request")
+	}
+	if cfg.LastUsed.Load() == 0 {
+		t.Fatal("LastUsed not set")
+	}
+}
+
+func TestWritesAreStoredAndBroadcastAfterCommit(t *testing.T) {
+	r := newRig(t, time.Minute)
+	cfg := keyConfig("key_w", ratelimit.Limits{Minute: 1e6, Hour: 1e7, Day: 1e8})
+	var wg sync.WaitGroup
+	const n = 200
+	ids := make(chan storage.ID, n*2)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep := r.submit(t, cfg, ratelimit.Standard, write("a", "b"))
+			for _, res := range rep.Results {
+				if res.Outcome != Stored {
+					t.Errorf("outcome %v", res.Outcome)
+				}
+				ids <- res.ID
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	seen := map[storage.ID]bool{}
+	for id := range ids {
+		if seen[id] {
+			t.Fatalf("id %x assigned twice", id)
+		}
+		seen[id] = true
+		if _, err := r.db.GetEvent(1, id); err != nil {
+			t.Fatalf("acknowledged event %x not readable: %v", id, err)
+		}
+	}
+	if len(seen) != 2*n {
+		t.Fatalf("%d ids, want %d", len(seen), 2*n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.sink.len() < 2*n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := r.sink.len(); got != 2*n {
+		t.Fatalf("broadcaster saw %d events, want %d", got, 2*n)
+	}
+	commits := r.reg.Counter("eventd_commits_total", "", "").Value()
+	if commits == 0 || commits > n {
+		t.Fatalf("%d commits for %d requests: group commit should need at most one per request", commits, n)
+	}
+}
+
+func TestIdempotency(t *testing.T) {
+	r := newRig(t, time.Minute)
+	cfg := keyConfig("key_i", ratelimit.Limits{Minute: 1e6, Hour: 1e7, Day: 1e8})
+	first := r.submit(t, cfg, ratelimit.Standard, idemWrite("k1", 7)).Results[0]
+	if first.Outcome != Stored {
+		t.Fatalf("first: %+v", first)
+	}
+	cases := []struct {
+		name string
+		w    *Write
+		want Outcome
+	}{
+		{"same content replays", idemWrite("k1", 7), Replayed},
+		{"other content conflicts", idemWrite("k1", 8), Conflict},
+		{"new key stores", idemWrite("k2", 7), Stored},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := r.submit(t, cfg, ratelimit.Standard, tc.w).Results[0]
+			if res.Outcome != tc.want {
+				t.Fatalf("outcome %v, want %v", res.Outcome, tc.want)
+			}
+			if tc.want == Replayed && res.ID != first.ID {
+				t.Fatalf("replayed id %x, want %x", res.ID, first.ID)
+			}
+		})
+	}
+	t.Run("twins in one write", func(t *testing.T) {
+		w := idemWrite("k3", 1)
+		w.Events = append(w.Events, w.Events[0])
+		extra := w.Events[0]
+		extra.Hash = 2
+		w.Events = append(w.Events, extra)
+		res := r.submit(t, cfg, ratelimit.Batch, w).Results
+		if res[0].Outcome != Stored || res[1].Outcome != Duplicate || res[1].Of != 0 || res[2].Outcome != Conflict {
+			t.Fatalf("results %+v", res)
+		}
+	})
+	t.Run("concurrent twins store one event", func(t *testing.T) {
+		var wg sync.WaitGroup
+		got := make(chan Result, 20)
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got <- r.submit(t, cfg, ratelimit.Standard, idemWrite("k4", 9)).Results[0]
+			}()
+		}
+		wg.Wait()
+		close(got)
+		var stored int
+		var id storage.ID
+		for res := range got {
+			if res.Outcome == Stored {
+				stored++
+			}
+			if id != (storage.ID{}) && res.ID != id {
+				t.Fatalf("different ids for one key: %x and %x", id, res.ID)
+			}
+			id = res.ID
+		}
+		if stored != 1 {
+			t.Fatalf("%d stored, want 1", stored)
+		}
+	})
+}
+
+func TestPassivationKeepsCounts(t *testing.T) {
+	r := newRig(t, 50*time.Millisecond)
+	cfg := keyConfig("key_p", ratelimit.Limits{Minute: 4, Hour: 100, Day: 1000})
+	for i := 0; i < 2; i++ {
+		r.submit(t, cfg, ratelimit.Standard, nil)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.keys.Len() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.keys.Len() != 0 {
+		t.Fatal("idle key actor was not passivated")
+	}
+	// The successor loads the saved windows: two more pass, the fifth is refused.
+	for i := 0; i < 2; i++ {
+		if !r.submit(t, cfg, ratelimit.Standard, nil).Allowed {
+			t.Fatalf("request %d after passivation refused", i+3)
+		}
+	}
+	if r.submit(t, cfg, ratelimit.Standard, nil).Allowed {
+		t.Fatal("limit not kept across passivation")
+	}
+}
+
+func TestUnknownMessagesAreIgnored(t *testing.T) {
+	r := newRig(t, time.Minute)
+	cfg := keyConfig("key_u", ratelimit.Limits{Minute: 10, Hour: 10, Day: 10})
+	r.keys.Send(cfg, "noise")
+	if !r.submit(t, cfg, ratelimit.Standard, nil).Allowed {
+		t.Fatal("actor stopped working after an unknown message")
+	}
+}
