@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/engine/ratelimit"
 	"github.com/eventd/eventd/storage"
@@ -55,7 +56,7 @@ func newRig(t *testing.T, idle time.Duration) *rig {
 	done := make(chan struct{})
 	r.system.Root.Send(bc, &Subscribe{Dataset: 1, Sub: r.sink, Done: done})
 	<-done
-	r.shards = NewShards(r.system, db, 2, bc, r.reg, log)
+	r.shards = NewShards(r.system, db, ids.NewGenerator(), 2, bc, r.reg, log)
 	r.keys = NewKeys(r.system, db, r.shards, log, idle)
 	t.Cleanup(func() {
 		r.keys.StopAll()

@@ -114,8 +114,8 @@ type Shards struct {
 	pids   []*actor.PID
 }
 
-// NewShards spawns n shard actors writing to db and telling broadcaster (may be nil) of commits.
-func NewShards(system *actor.ActorSystem, db *storage.DB, n int, broadcaster *actor.PID, reg *metrics.Registry, log *slog.Logger) *Shards {
+// NewShards spawns n shard actors writing to db with ids from gen and telling broadcaster (may be nil) of commits.
+func NewShards(system *actor.ActorSystem, db *storage.DB, gen *ids.Generator, n int, broadcaster *actor.PID, reg *metrics.Registry, log *slog.Logger) *Shards {
 	s := &Shards{system: system}
 	m := &shardMetrics{
 		commits:     reg.Counter("eventd_commits_total", "Pebble batch commits with fsync.", ""),
@@ -124,7 +124,6 @@ func NewShards(system *actor.ActorSystem, db *storage.DB, n int, broadcaster *ac
 		batchEvents: reg.Histogram("eventd_commit_batch_events", "Events per group commit.", "", []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096}),
 		commitTime:  reg.Histogram("eventd_commit_seconds", "Time of one group commit including fsync.", "", metrics.LatencyBuckets),
 	}
-	gen := ids.NewGenerator()
 	for i := 0; i < n; i++ {
 		sh := &shard{db: db, gen: gen, broadcaster: broadcaster, system: system, log: log, m: m}
 		s.shards = append(s.shards, sh)

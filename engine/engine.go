@@ -13,6 +13,7 @@ import (
 
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/engine/ratelimit"
 	"github.com/eventd/eventd/storage"
@@ -45,6 +46,7 @@ type Engine struct {
 	bcast   *actor.PID
 	metrics *metrics.Registry
 	ipGuard *ratelimit.IPGuard
+	ids     *ids.Generator // shared by shards and imports so ids stay ordered
 
 	mu         sync.RWMutex // guards the maps below; writers also hold adminMu
 	adminMu    sync.Mutex   // serialises admin changes
@@ -96,6 +98,7 @@ func Open(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, db: db, metrics: cfg.Metrics,
 		ipGuard:    ratelimit.NewIPGuard(600),
+		ids:        ids.NewGenerator(),
 		projects:   make(map[string]*projectState),
 		keysByHash: make(map[[32]byte]*Principal),
 		keysByID:   make(map[string]*Principal),
@@ -110,7 +113,7 @@ func Open(cfg Config) (*Engine, error) {
 	logger := cfg.Logger.With("component", "actors")
 	e.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
 	e.bcast = actors.NewBroadcaster(e.system, e.metrics)
-	e.shards = actors.NewShards(e.system, db, cfg.Shards, e.bcast, e.metrics, cfg.Logger)
+	e.shards = actors.NewShards(e.system, db, e.ids, cfg.Shards, e.bcast, e.metrics, cfg.Logger)
 	e.keys = actors.NewKeys(e.system, db, e.shards, cfg.Logger, cfg.KeyIdle)
 	e.metrics.GaugeFunc("eventd_key_actors", "Live key actors.", "", func() float64 { return float64(e.keys.Len()) })
 	e.wg.Add(1)

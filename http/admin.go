@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,9 @@ func (s *Server) adminRoutes() fasthttp.RequestHandler {
 	r.GET("/admin/v1/projects/{id}/keys", a("admin_list_keys", s.adminListKeys))
 	r.DELETE("/admin/v1/keys/{key_id}", a("admin_revoke_key", s.adminRevokeKey))
 	r.GET("/admin/v1/projects/{id}/usage", a("admin_usage", s.adminUsage))
+	r.POST("/admin/v1/projects/{id}/import", a("admin_import", s.adminImport))
+	r.GET("/admin/v1/projects/{id}/export", a("admin_export", s.adminExport))
+	r.POST("/admin/v1/backup", a("admin_backup", s.adminBackup))
 	r.POST("/admin/v1/projects/{id}/event-definitions", a("admin_create_definition", s.adminCreateDefinition))
 	r.GET("/admin/v1/projects/{id}/event-definitions", a("admin_list_definitions", s.adminListDefinitions))
 	r.GET("/admin/v1/projects/{id}/event-definitions/{name}", a("admin_get_definition", s.adminGetDefinition))
@@ -52,9 +56,11 @@ func (s *Server) adminAuth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	}
 }
 
+// apiKeyHeaderOnly reads "Authorization: Bearer <token>"; the scheme is
+// case-insensitive (RFC 9110), as on the public API.
 func apiKeyHeaderOnly(ctx *fasthttp.RequestCtx) []byte {
 	h := ctx.Request.Header.Peek("Authorization")
-	if len(h) > 7 && string(h[:7]) == "Bearer " {
+	if len(h) > 7 && bytes.EqualFold(h[:7], []byte("Bearer ")) {
 		return h[7:]
 	}
 	return nil

@@ -25,6 +25,11 @@ func apiKey(ctx *fasthttp.RequestCtx) []byte {
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx) *engine.Principal {
 	p := s.eng.Authenticate(apiKey(ctx))
 	if p == nil {
+		// Let browser code read the 401 instead of seeing a CORS failure;
+		// with no project known, there are no allowed origins to apply.
+		if origin := ctx.Request.Header.Peek("Origin"); len(origin) > 0 {
+			setCORS(ctx, origin)
+		}
 		writeError(ctx, newError(fasthttp.StatusUnauthorized, codeUnauthorized, msgUnauthorized))
 	}
 	return p

@@ -25,7 +25,14 @@ func (s *Server) publicRoutes() fasthttp.RequestHandler {
 	r.GET("/verify", s.route("verify", s.handleVerify))
 	r.GET("/rate-limit", s.route("rate_limit", s.handleRateLimit))
 	r.GET("/healthz", s.route("healthz", s.handleHealth))
+	r.HEAD("/healthz", s.route("healthz", s.handleHealth))
+	// Without this, GET /events/batch would be read as the event id "batch".
+	r.GET("/events/batch", s.route("method_not_allowed", func(ctx *fasthttp.RequestCtx) {
+		ctx.Response.Header.Set("Allow", "POST, OPTIONS")
+		writeError(ctx, newError(fasthttp.StatusMethodNotAllowed, codeMethodNotAllowed, "Method GET is not allowed here; allowed: POST, OPTIONS"))
+	}))
 	r.GET("/stream", s.route("stream", s.handleStream))
+	r.GET("/t.js", s.route("tjs", s.handleTJS))
 	return r.Handler
 }
 

@@ -18,11 +18,14 @@ import (
 	"github.com/eventd/eventd/engine/metrics"
 )
 
-// Body limits of the contract; the server-wide limit is the larger one and
-// the single-event route checks its own.
+// Body limits of the contract, checked by the handlers. fasthttp's own limit
+// is higher: a body it refuses is not read, and a client still sending it
+// sees a reset connection instead of the 413, so the handlers refuse bodies
+// up to maxReadBody with a readable JSON 413 themselves.
 const (
 	maxSingleBody = 1 << 20
 	maxBatchBody  = 5 << 20
+	maxReadBody   = 16 << 20
 )
 
 // Config configures a Server.
@@ -89,6 +92,11 @@ func New(cfg Config) *Server {
 	s.panics = s.metrics.Counter("eventd_http_panics_total", "Handler panics recovered.", "")
 	s.public = s.newServer("eventd-public", s.publicRoutes())
 	s.admin = s.newServer("eventd-admin", s.adminRoutes())
+	// Imports of any size arrive as a stream instead of being refused at 5
+	// MiB; imports and exports may take much longer than a request should.
+	s.admin.StreamRequestBody = true
+	s.admin.ReadTimeout = time.Hour
+	s.admin.WriteTimeout = time.Hour
 	return s
 }
 
@@ -97,7 +105,7 @@ func (s *Server) newServer(name string, h fasthttp.RequestHandler) *fasthttp.Ser
 		Name:                          name,
 		Handler:                       h,
 		ErrorHandler:                  s.errorHandler,
-		MaxRequestBodySize:            maxBatchBody,
+		MaxRequestBodySize:            maxReadBody,
 		ReadTimeout:                   30 * time.Second,
 		WriteTimeout:                  30 * time.Second,
 		IdleTimeout:                   2 * time.Minute,
@@ -126,7 +134,7 @@ func (s *Server) Shutdown() error {
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	s.setRequestID(ctx)
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeError(ctx, newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Request body is larger than 5 MiB"))
+		writeError(ctx, newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Request body is larger than 16 MiB"))
 		return
 	}
 	var te interface{ Timeout() bool }

@@ -22,6 +22,7 @@ type Batch struct {
 	counters map[counterDelta]int64
 	scratch  []byte
 	events   int
+	roll     *rollups // sums and visitor sketches, see rollup.go
 }
 
 // NewBatch starts an empty batch.
@@ -45,7 +46,7 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 
 	k = namePrefix(k[:0], ds, e.Name)
 	k = append(appendTS(k, e.Timestamp), e.ID[:]...)
-	_ = b.b.Set(k, nil, nil)
+	_ = b.b.Set(k, nameIndexValue(k[len(k):], e), nil)
 
 	if e.HasVisitor {
 		k = visitorPrefix(k[:0], ds, e.VisitorID)
@@ -59,6 +60,7 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 		b.counters[counterDelta{ds, "", level, start}]++
 		b.counters[counterDelta{ds, e.Name, level, start}]++
 	}
+	b.addRollups(ds, e)
 }
 
 // IdemRecord is what an idempotency key remembers.
@@ -93,6 +95,7 @@ func (b *Batch) Commit(sync bool) error {
 		b.scratch = k[:0]
 	}
 	clear(b.counters)
+	b.flushRollups()
 	opts := pebble.NoSync
 	if sync {
 		opts = pebble.Sync
@@ -101,7 +104,10 @@ func (b *Batch) Commit(sync bool) error {
 }
 
 // Close releases the batch; it must not be used afterwards.
-func (b *Batch) Close() { _ = b.b.Close() }
+func (b *Batch) Close() {
+	b.releaseRollups()
+	_ = b.b.Close()
+}
 
 // GetIdempotency reads a remembered idempotency key, ErrNotFound if none.
 func (d *DB) GetIdempotency(keyID, key string) (IdemRecord, error) {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -15,6 +16,8 @@ type Options struct {
 	FS vfs.FS
 	// Logger receives Pebble's messages; nil discards informational ones.
 	Logger *slog.Logger
+	// ReadOnly opens without writing anything, e.g. to check a backup.
+	ReadOnly bool
 }
 
 // DB is eventd's store.
@@ -38,6 +41,13 @@ func Open(dir string, o Options) (*DB, error) {
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		FormatMajorVersion:          pebble.FormatNewest,
+		ReadOnly:                    o.ReadOnly,
+	}
+	// Bloom filters on every level: idempotency checks and import dedupe are
+	// point lookups that mostly miss, and without a filter each miss reads
+	// an index and a data block per level.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
@@ -111,7 +121,7 @@ func (d *DB) DeleteDatasets(ds ...uint32) error {
 	b := d.db.NewBatch()
 	defer b.Close()
 	for _, n := range ds {
-		for _, p := range []byte{prefixEvent, prefixTime, prefixName, prefixVisitor, prefixCounter} {
+		for _, p := range datasetPrefixes {
 			lo := appendDataset(nil, p, n)
 			hi := appendDataset(nil, p, n+1)
 			if err := b.DeleteRange(lo, hi, nil); err != nil {

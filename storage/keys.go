@@ -18,6 +18,10 @@ const (
 	datasetPrefLen = 5 // prefix byte + uint32 dataset
 )
 
+// datasetPrefixes are the prefixes whose keys start with a dataset number:
+// deleting a dataset deletes under each of them.
+var datasetPrefixes = []byte{prefixEvent, prefixTime, prefixName, prefixVisitor, prefixCounter, prefixRollup, prefixGoal}
+
 // ID is the binary form of an event id: 48 bits of Unix milliseconds then 80
 // bits that keep ids unique and increasing.
 type ID [16]byte
@@ -118,6 +122,8 @@ func tsIDSuffix(key []byte) (ts int64, id ID, ok bool) {
 // rangeBounds gives [lower, upper) of index keys under prefix whose timestamp
 // lies in [fromMs, toMs] (both inclusive).
 func rangeBounds(prefix []byte, fromMs, toMs int64) (lower, upper []byte) {
+	fromMs = max(fromMs, 0)    // stored timestamps are never negative
+	toMs = max(toMs, fromMs-1) // to < from: the empty range [lower, lower)
 	lower = appendTS(append([]byte(nil), prefix...), fromMs)
 	if toMs >= math.MaxInt64-1 {
 		return lower, prefixEnd(prefix)

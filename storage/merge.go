@@ -16,8 +16,11 @@ const mergerName = "eventd.merge.v1"
 var merger = &pebble.Merger{
 	Name: mergerName,
 	Merge: func(key, value []byte) (pebble.ValueMerger, error) {
-		if len(key) == 0 || key[0] != prefixCounter {
+		if len(key) == 0 {
 			return nil, fmt.Errorf("storage: no merge operator for key prefix %q", key[:min(1, len(key))])
+		}
+		if key[0] != prefixCounter {
+			return rollupMerger(key, value) // S and U rollups; anything else is refused there
 		}
 		m := &addMerger{}
 		return m, m.MergeNewer(value)

@@ -35,7 +35,7 @@ func planCount(from, to int64) countPlan {
 		return p
 	}
 	a, b := ceilTo(from, minuteMs), floorTo(to, minuteMs)
-	if a >= b {
+	if a > b { // from and to inside one minute: a single edge
 		p.Edges = append(p.Edges, span{from, to})
 		return p
 	}

@@ -56,7 +56,7 @@ func decodeRecord(p []byte, e *Event) error {
 	if e.Name, p, ok = lenString(p); !ok {
 		return errCorrupt
 	}
-	if len(p) < 1 {
+	if len(p) < 1 || p[0] > 1 { // visitor flag is 0 or 1
 		return errCorrupt
 	}
 	e.HasVisitor = p[0] == 1

@@ -52,6 +52,7 @@ type Server struct {
 	Admin   string
 	Args    []string // extra serve flags
 	Env     []string
+	NoToken bool // start without --admin-token (the server generates or reads <data>/admin_token)
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	mu      sync.Mutex
@@ -78,8 +79,11 @@ func Start(t testing.TB, extra ...string) *Server {
 
 func (s *Server) start() {
 	s.t.Helper()
-	args := append([]string{"serve", "--data", s.Dir, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-		"--admin-token", s.Token, "--log-level", "info"}, s.Args...)
+	args := []string{"serve", "--data", s.Dir, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}
+	if !s.NoToken {
+		args = append(args, "--admin-token", s.Token)
+	}
+	args = append(append(args, "--log-level", "info"), s.Args...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), s.Env...)
 	stdout, _ := cmd.StdoutPipe()
@@ -293,4 +297,23 @@ func wantError(t testing.TB, r *Response, status int, code, message string) map[
 		t.Fatalf("no X-Request-Id on error response")
 	}
 	return m
+}
+
+// StartNoToken is Start without --admin-token: the server generates the token
+// on first start and keeps it in <data>/admin_token, which s.Token then holds.
+func StartNoToken(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, Dir: t.TempDir(), Args: extra, NoToken: true}
+	s.start()
+	t.Cleanup(func() {
+		if s.cmd != nil {
+			s.Kill()
+		}
+	})
+	b, err := os.ReadFile(filepath.Join(s.Dir, "admin_token"))
+	if err != nil {
+		t.Fatalf("read generated admin token: %v", err)
+	}
+	s.Token = strings.TrimSpace(string(b))
+	return s
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,13 +86,20 @@ func projectsCmd(args []string, w io.Writer) error {
 	if len(args) == 0 {
 		return errors.New("usage: eventd projects create --name NAME [--plan PLAN] | eventd projects list")
 	}
+	if args[0] != "create" && args[0] != "list" {
+		return fmt.Errorf("unknown projects command %q (create, list)", args[0])
+	}
 	fs := flag.NewFlagSet("projects "+args[0], flag.ContinueOnError)
 	client := adminFlags(fs)
 	name := fs.String("name", "", "project name (create)")
 	plan := fs.String("plan", "free", "plan: free, professional, enterprise (create)")
-	envFlags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := envFlags(fs); err != nil {
 		return err
+	}
+	if extra, err := parseInterspersed(fs, args[1:]); err != nil {
+		return err
+	} else if len(extra) > 0 {
+		return fmt.Errorf("projects %s: unexpected argument %q", args[0], extra[0])
 	}
 	c, err := client()
 	if err != nil {
@@ -129,15 +137,29 @@ func keysCmd(args []string, w io.Writer) error {
 	if len(args) == 0 {
 		return errors.New("usage: eventd keys create --project ID --name NAME --type secret|public --env live|test | keys list --project ID | keys revoke KEY_ID")
 	}
+	if args[0] != "create" && args[0] != "list" && args[0] != "revoke" {
+		return fmt.Errorf("unknown keys command %q (create, list, revoke)", args[0])
+	}
 	fs := flag.NewFlagSet("keys "+args[0], flag.ContinueOnError)
 	client := adminFlags(fs)
 	project := fs.String("project", "", "project id")
 	name := fs.String("name", "", "key name (create)")
 	typ := fs.String("type", "secret", "key type: secret or public (create)")
 	env := fs.String("env", "test", "environment: live or test (create)")
-	envFlags(fs)
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := envFlags(fs); err != nil {
 		return err
+	}
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	switch {
+	case args[0] == "revoke" && len(pos) != 1:
+		return errors.New("usage: eventd keys revoke KEY_ID")
+	case args[0] != "revoke" && len(pos) > 0:
+		return fmt.Errorf("keys %s: unexpected argument %q", args[0], pos[0])
+	case args[0] != "revoke" && *project == "":
+		return fmt.Errorf("keys %s: --project is required", args[0])
 	}
 	c, err := client()
 	if err != nil {
@@ -147,7 +169,7 @@ func keysCmd(args []string, w io.Writer) error {
 	case "create":
 		var k struct{ ID, Key, Type, Environment string }
 		body := map[string]string{"name": *name, "type": *typ, "environment": *env}
-		if err := c.do("POST", "/admin/v1/projects/"+*project+"/keys", body, &k); err != nil {
+		if err := c.do("POST", "/admin/v1/projects/"+url.PathEscape(*project)+"/keys", body, &k); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "created %s %s key %s\n%s\n(shown once: store it now)\n", k.Environment, k.Type, k.ID, k.Key)
@@ -160,7 +182,7 @@ func keysCmd(args []string, w io.Writer) error {
 				RevokedAt                           *string `json:"revoked_at"`
 			}
 		}
-		if err := c.do("GET", "/admin/v1/projects/"+*project+"/keys", nil, &out); err != nil {
+		if err := c.do("GET", "/admin/v1/projects/"+url.PathEscape(*project)+"/keys", nil, &out); err != nil {
 			return err
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -170,17 +192,30 @@ func keysCmd(args []string, w io.Writer) error {
 		}
 		return tw.Flush()
 	case "revoke":
-		if fs.NArg() != 1 {
-			return errors.New("usage: eventd keys revoke KEY_ID")
-		}
-		if err := c.do("DELETE", "/admin/v1/keys/"+fs.Arg(0), nil, nil); err != nil {
+		if err := c.do("DELETE", "/admin/v1/keys/"+url.PathEscape(pos[0]), nil, nil); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "revoked %s\n", fs.Arg(0))
+		fmt.Fprintf(w, "revoked %s\n", pos[0])
 	default:
 		return fmt.Errorf("unknown keys command %q (create, list, revoke)", args[0])
 	}
 	return nil
+}
+
+// parseInterspersed parses flags that may come before or after positional
+// arguments ("keys revoke KEY_ID --admin-url ...") and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
 
 func deref(s *string) string {

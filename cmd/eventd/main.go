@@ -13,6 +13,10 @@ Usage:
   eventd serve [flags]                 run the service
   eventd projects create|list [flags]  manage projects through the admin API
   eventd keys create|list|revoke ...   manage API keys through the admin API
+  eventd import --project ID FILE      import NDJSON (or .gz) events, with a progress line
+  eventd export --project ID [-o FILE] export events as NDJSON
+  eventd backup DIR                    online snapshot of a running server into DIR
+  eventd restore BACKUP_DIR --data DIR check a backup and install it (server stopped)
 
 Run "eventd <command> -h" for the flags of a command.
 `
@@ -30,6 +34,14 @@ func main() {
 		err = projectsCmd(os.Args[2:], os.Stdout)
 	case "keys":
 		err = keysCmd(os.Args[2:], os.Stdout)
+	case "import":
+		err = importCmd(os.Args[2:], os.Stdout)
+	case "export":
+		err = exportCmd(os.Args[2:], os.Stdout)
+	case "backup":
+		err = backupCmd(os.Args[2:], os.Stdout)
+	case "restore":
+		err = restoreCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

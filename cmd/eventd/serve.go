@@ -43,7 +43,9 @@ func serve(args []string) error {
 	fs.DurationVar(&c.streamPing, "stream-ping", eventdhttp.DefaultStreamPing, "interval of /stream pings")
 	fs.IntVar(&c.streamQueue, "stream-queue", eventdhttp.DefaultStreamQueue, "events a /stream subscriber may have queued before it is closed as a slow consumer")
 	fs.DurationVar(&c.streamPong, "stream-pong", eventdhttp.DefaultStreamPong, "close a /stream connection after this long without a pong")
-	envFlags(fs)
+	if err := envFlags(fs); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

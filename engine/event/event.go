@@ -29,6 +29,9 @@ type Input struct {
 	HasTimestamp   bool
 	IdempotencyKey string // batch entries only ("idempotency_key"); "" when absent
 	Hash           uint64 // FNV-1a 64 of the canonical content (name, visitor, properties, the timestamp as sent) used for idempotency conflict detection; sent_at is NOT part of it
+	ID             string // import lines only: the event id to keep ("" when absent); the caller checks its form
+	CreatedAt      int64  // import lines only: the original time of receipt, Unix ms, when HasCreatedAt
+	HasCreatedAt   bool
 }
 
 // Problem is why a body or an entry was refused, shaped like the error body so handlers copy it as is.
@@ -94,14 +97,26 @@ const (
 	fTimestamp
 	fSentAt
 	fIdem
+	fID
+	fCreatedAt
+	fCount
 )
 
 var fieldNames = [...]string{fEvent: "event", fVisitor: "visitor_id", fProps: "properties",
-	fTimestamp: "timestamp", fSentAt: "sent_at", fIdem: "idempotency_key"}
+	fTimestamp: "timestamp", fSentAt: "sent_at", fIdem: "idempotency_key", fID: "id", fCreatedAt: "created_at"}
+
+// Decoding modes: which top-level fields an event object may carry.
+const (
+	modeSingle = iota // POST /events: sent_at
+	modeEntry         // a batch entry: idempotency_key
+	modeImport        // an import line: idempotency_key, id, created_at
+)
 
 // fieldOf maps a top-level key to its kind; an entry's own sent_at and a
-// single event's idempotency_key are plain unknown fields (ignored).
-func fieldOf(key []byte, entry bool) int {
+// single event's idempotency_key are plain unknown fields (ignored), and
+// only imports may set id and created_at.
+func fieldOf(key []byte, mode int) int {
+	entry := mode != modeSingle
 	switch string(key) {
 	case "event":
 		return fEvent
@@ -118,6 +133,14 @@ func fieldOf(key []byte, entry bool) int {
 	case "idempotency_key":
 		if entry {
 			return fIdem
+		}
+	case "id":
+		if mode == modeImport {
+			return fID
+		}
+	case "created_at":
+		if mode == modeImport {
+			return fCreatedAt
 		}
 	}
 	return fUnknown
@@ -150,8 +173,8 @@ type eventResult struct {
 // decodeEvent decodes the event object at d.pos ('{'). It returns false only
 // on a fatal syntax error; field problems go to r.details. scratch is stack
 // space the caller lends for building strings.
-func (d *decoder) decodeEvent(entry bool, scratch []byte, r *eventResult) bool {
-	var f [fIdem + 1]rawField
+func (d *decoder) decodeEvent(mode int, scratch []byte, r *eventResult) bool {
+	var f [fCount]rawField
 	d.pos++ // '{'
 	d.ws()
 	base := d.nkeys
@@ -166,7 +189,7 @@ func (d *decoder) decodeEvent(entry bool, scratch []byte, r *eventResult) bool {
 			}
 			var dup bool
 			m, dup = d.seen(base, key, m)
-			kind := fieldOf(key, entry)
+			kind := fieldOf(key, mode)
 			name := ""
 			if kind != fUnknown {
 				name = fieldNames[kind]
@@ -248,7 +271,7 @@ func (r *eventResult) report(kind int, msg string) {
 }
 
 // finishEvent checks the located fields and, when all are fine, builds the Input.
-func (d *decoder) finishEvent(f *[fIdem + 1]rawField, scratch []byte, r *eventResult) {
+func (d *decoder) finishEvent(f *[fCount]rawField, scratch []byte, r *eventResult) {
 	data := d.data
 	buf := scratch[:0]
 	str := func(fv *rawField) []byte {
@@ -292,6 +315,14 @@ func (d *decoder) finishEvent(f *[fIdem + 1]rawField, scratch []byte, r *eventRe
 	}
 	ts, hasTS := d.timeField(f, fTimestamp, r)
 	r.sentAt, r.hasSentAt = d.timeField(f, fSentAt, r)
+	createdAt, hasCreatedAt := d.timeField(f, fCreatedAt, r)
+	var id []byte
+	switch fv := &f[fID]; fv.state {
+	case wrongType:
+		r.report(fID, msgString)
+	case present:
+		id = str(fv)
+	}
 	switch fv := &f[fIdem]; fv.state {
 	case wrongType:
 		r.report(fIdem, msgString)
@@ -316,6 +347,10 @@ func (d *decoder) finishEvent(f *[fIdem + 1]rawField, scratch []byte, r *eventRe
 	in.IdempotencyKey = all[len(name)+len(visitor):]
 	in.HasVisitor = f[fVisitor].state == present
 	in.Timestamp, in.HasTimestamp = ts, hasTS
+	if id != nil {
+		in.ID = string(id)
+	}
+	in.CreatedAt, in.HasCreatedAt = createdAt, hasCreatedAt
 	if props == nil {
 		in.Properties = append(make([]byte, 0, 2), '{', '}')
 	} else if propsLen == len(props) {
@@ -327,7 +362,7 @@ func (d *decoder) finishEvent(f *[fIdem + 1]rawField, scratch []byte, r *eventRe
 }
 
 // timeField parses a timestamp-like field, reporting problems under its name.
-func (d *decoder) timeField(f *[fIdem + 1]rawField, kind int, r *eventResult) (int64, bool) {
+func (d *decoder) timeField(f *[fCount]rawField, kind int, r *eventResult) (int64, bool) {
 	fv := &f[kind]
 	switch fv.state {
 	case wrongType:
@@ -442,7 +477,7 @@ func DecodeSingle(body []byte) (in Input, sentAt int64, hasSentAt bool, p *Probl
 		return in, 0, false, d.notObject()
 	}
 	var r eventResult
-	if !d.decodeEvent(false, scratch[:], &r) {
+	if !d.decodeEvent(modeSingle, scratch[:], &r) {
 		return in, 0, false, bodyProblem(d.syntaxMessage())
 	}
 	if p := d.trailing(); p != nil {
@@ -583,7 +618,7 @@ func DecodeBatch(body []byte) (entries []Entry, sentAt int64, hasSentAt bool, p 
 	if !sawEvents || badEvents {
 		addDetail(&details, "events", msgEvents)
 	}
-	var f [fIdem + 1]rawField
+	var f [fCount]rawField
 	f[fSentAt] = sent
 	var r eventResult
 	sentAt, hasSentAt = d.timeField(&f, fSentAt, &r)
@@ -616,7 +651,7 @@ func (d *decoder) batchEntries(scratch []byte) ([]Entry, bool) {
 			}
 		case d.next() == '{':
 			var r eventResult
-			if !d.decodeEvent(true, scratch, &r) {
+			if !d.decodeEvent(modeEntry, scratch, &r) {
 				return nil, false
 			}
 			e := Entry{Input: r.in}
@@ -662,4 +697,26 @@ func ApplySkew(in *Input, receivedAtMs, sentAtMs int64) {
 		t = maxTimeMs
 	}
 	in.Timestamp = t
+}
+
+// DecodeImport decodes one NDJSON line of an import: an event object that
+// may also carry id, created_at (as exported) and idempotency_key.
+func DecodeImport(line []byte) (in Input, p *Problem) {
+	var scratch [512]byte
+	d := decoder{data: line}
+	d.ws()
+	if d.next() != '{' {
+		return in, d.notObject()
+	}
+	var r eventResult
+	if !d.decodeEvent(modeImport, scratch[:], &r) {
+		return in, bodyProblem(d.syntaxMessage())
+	}
+	if p := d.trailing(); p != nil {
+		return in, p
+	}
+	if r.details != nil {
+		return in, badRequest(r.details)
+	}
+	return r.in, nil
 }

@@ -1,0 +1,48 @@
+// Package bench measures eventd from the outside, as a client: a load
+// generator, the baselines eventd is compared with, and the report. It
+// imports nothing of the server; cmd/eventd-bench drives it.
+//
+// # Closed and open loop
+//
+// A closed-loop run (ClosedLoop) keeps N connections busy, each sending its
+// next request as soon as the previous answer arrives. It finds the maximum
+// throughput, but its latencies flatter the server: when the server stalls,
+// the client stops sending too, so the requests that would have queued behind
+// the stall are never issued and never measured. That is coordinated omission.
+//
+// An open-loop run (OpenLoop) sends at a fixed arrival rate whatever the
+// server does. A Pacer gives request i the intended send time start + i/rate
+// (computed from i, so it never drifts), and latency is measured from that
+// intended time, not from when a connection happened to be free: a stall
+// shows up in every request that should have been sent during it, as users
+// would see it. Result.Service keeps the time from the actual send, so the
+// difference between the two is the queueing. Requests still unsent long
+// after the run (Duration + Timeout) count as "unsent" errors with the
+// latency they had accrued, rather than stretching the run forever.
+//
+// Latencies go into fixed-size log-linear histograms (Histogram, about 1%
+// precision from 1 µs to a minute, allocation-free Record), one per worker,
+// merged at the end; percentiles are computed from the merged counts, never
+// averaged.
+//
+// # Ceilings, measured in the same run
+//
+// Absolute figures depend on the machine; ratios to a ceiling travel. Every
+// scenario is compared with what the machine can do without eventd:
+//
+//   - NoopServer, a fasthttp server that reads the request and answers 201
+//     with a small JSON body, is the HTTP ceiling for single events;
+//   - PebbleBaseline, raw Pebble batch commits with pebble.Sync of records of
+//     eventd's shape (four ~40-byte keys and a ~200-byte value per event), by
+//     as many concurrent committers as the scenario has connections, is the
+//     storage ceiling. NewSlowSyncFS adds a delay to every fsync to show what
+//     group commit is worth on slower disks.
+//
+// The ceilings run on the same machine, in the same process tree, alternating
+// with eventd in short rounds (eventd, noop, pebble; then the reverse order),
+// so that drift (thermal throttling, other tenants, page cache, compaction
+// debt) hits both sides alike. A figure is the mean over rounds, and the
+// ratio is eventd's mean over the ceiling's. The load generator shares the
+// machine with the server in both cases, which is why the ceilings are
+// measured through the same generator.
+package bench

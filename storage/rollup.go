@@ -1,0 +1,527 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Rollup key prefixes (see the package documentation for the layout).
+const (
+	prefixRollup = 'U'
+	prefixGoal   = 'G'
+
+	// prefixSum and prefixUnique are the names datasetPrefixes (keys.go)
+	// lists; sums and sketches share one value under prefixRollup.
+	prefixSum    = prefixRollup
+	prefixUnique = prefixRollup
+)
+
+// Bounds on what one event adds to the rollups, so a wide event cannot make
+// ingest expensive: only the first MaxRollupProperties top-level numeric
+// properties are rolled up, and only those whose name is at most
+// MaxRollupPropertyLen bytes and carries no JSON escape.
+const (
+	MaxRollupProperties  = 16
+	MaxRollupPropertyLen = 128
+	// MaxBucketProperties bounds the distinct property names one bucket
+	// keeps, so events with ever-new numeric property names cannot grow a
+	// bucket's value without end. The smallest names (byte order) are kept:
+	// that rule gives the same result in any merge order, and a kept name's
+	// sum is always complete.
+	MaxBucketProperties = 64
+)
+
+// rollupPrefix is U ds len name level: the rollups of one event name (or of
+// every event, name "") at one level; the bucket start follows. The value
+// holds the bucket's numeric property sums and its visitor sketch, so an
+// event adds one merge operand per level and name, however many numeric
+// properties it has: what costs at ingest is the number of keys written.
+func rollupPrefix(dst []byte, ds uint32, name string, level byte) []byte {
+	dst = appendDataset(dst, prefixRollup, ds)
+	dst = append(dst, byte(len(name)))
+	dst = append(dst, name...)
+	return append(dst, level)
+}
+
+// rollupMerger picks the merge operator of a rollup key; merge.go calls it
+// for every prefix other than C.
+func rollupMerger(key, value []byte) (pebble.ValueMerger, error) {
+	if key[0] != prefixRollup {
+		return nil, fmt.Errorf("storage: no merge operator for key prefix %q", key[:1])
+	}
+	m := &rollupValueMerger{}
+	return m, m.MergeNewer(value)
+}
+
+// A rollup value is:
+//
+//	version (1) | uvarint nprops | nprops x (len name, sum f64, comp f64, uvarint n) | sketch?
+//
+// with properties sorted by name and the sketch (rollup_hll.go encoding)
+// present only if an event of the bucket had a visitor. Properties come
+// first so a sum query stops reading before a 16 KiB dense sketch.
+const rollupVersion = 1
+
+func appendRollupValue(dst []byte, props []propSum, sketch func([]byte) []byte) []byte {
+	dst = append(dst, rollupVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(props)))
+	for _, p := range props {
+		dst = append(dst, byte(len(p.name)))
+		dst = append(dst, p.name...)
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.v.sum))
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.v.comp))
+		dst = binary.AppendUvarint(dst, uint64(p.v.n))
+	}
+	if sketch != nil {
+		dst = sketch(dst)
+	}
+	return dst
+}
+
+// eachRollupProp calls fn for each property of a rollup value and returns
+// the rest of the value (the sketch, possibly empty).
+func eachRollupProp(v []byte, fn func(name []byte, s sumValue)) ([]byte, error) {
+	if len(v) < 1 || v[0] != rollupVersion {
+		return nil, errCorrupt
+	}
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || n > MaxBucketProperties {
+		return nil, errCorrupt
+	}
+	p := v[1+k:]
+	for range n {
+		if len(p) < 1 || len(p) < 1+int(p[0])+16 {
+			return nil, errCorrupt
+		}
+		name := p[1 : 1+int(p[0])]
+		p = p[1+int(p[0]):]
+		s := sumValue{
+			sum:  math.Float64frombits(binary.LittleEndian.Uint64(p)),
+			comp: math.Float64frombits(binary.LittleEndian.Uint64(p[8:])),
+		}
+		cnt, k := binary.Uvarint(p[16:])
+		if k <= 0 {
+			return nil, errCorrupt
+		}
+		s.n = int64(cnt)
+		p = p[16+k:]
+		if fn != nil {
+			fn(name, s)
+		}
+	}
+	return p, nil
+}
+
+// rollupValueMerger is the merge operator of U keys: property sums added by
+// name (keeping the MaxBucketProperties smallest names) and sketches unioned.
+type rollupValueMerger struct {
+	props     []propSum
+	sketch    Sketch
+	hasSketch bool
+}
+
+func (m *rollupValueMerger) MergeNewer(value []byte) error {
+	var in []propSum
+	rest, err := eachRollupProp(value, func(name []byte, s sumValue) {
+		in = append(in, propSum{name: string(name), v: s})
+	})
+	if err != nil {
+		return err
+	}
+	m.props = mergeProps(m.props, in)
+	if len(rest) > 0 {
+		m.hasSketch = true
+		return m.sketch.MergeEncoded(rest)
+	}
+	return nil
+}
+
+func (m *rollupValueMerger) MergeOlder(value []byte) error { return m.MergeNewer(value) }
+
+func (m *rollupValueMerger) Finish(bool) ([]byte, io.Closer, error) {
+	var sk func([]byte) []byte
+	if m.hasSketch {
+		sk = m.sketch.AppendEncoded
+	}
+	return appendRollupValue(nil, m.props, sk), nil, nil
+}
+
+// mergeProps adds two lists sorted by name into a new sorted list of at most
+// MaxBucketProperties entries.
+func mergeProps(a, b []propSum) []propSum {
+	out := make([]propSum, 0, min(len(a)+len(b), MaxBucketProperties))
+	i, j := 0, 0
+	for (i < len(a) || j < len(b)) && len(out) < MaxBucketProperties {
+		switch {
+		case j == len(b) || i < len(a) && a[i].name < b[j].name:
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j].name < a[i].name:
+			out = append(out, b[j])
+			j++
+		default:
+			p := a[i]
+			p.v.merge(b[j].v)
+			out = append(out, p)
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// rollupCell is one minute of one event name (or "" for every event) in a batch.
+type rollupCell struct {
+	ds     uint32
+	name   string
+	minute int64
+}
+
+type propSum struct {
+	name string
+	v    sumValue
+}
+
+// rollupAgg is what the events of a batch add to one cell.
+type rollupAgg struct {
+	hll   []uint32 // sketch entries, unsorted until flush
+	props []propSum
+}
+
+func (a *rollupAgg) addProp(r *rollups, name []byte, x float64) {
+	for i := range a.props {
+		if a.props[i].name == string(name) {
+			a.props[i].v.add(x)
+			a.props[i].v.n++
+			return
+		}
+	}
+	a.props = append(a.props, propSum{name: r.intern(name), v: sumValue{sum: x, n: 1}})
+}
+
+// intern returns name as a string, allocating only the first time a pooled
+// accumulator sees it: property names repeat from event to event.
+func (r *rollups) intern(name []byte) string {
+	if s, ok := r.names[string(name)]; ok {
+		return s
+	}
+	if len(r.names) >= 4096 {
+		clear(r.names) // ever-new names: do not keep them all
+	}
+	s := string(name)
+	r.names[s] = s
+	return s
+}
+
+// rollups accumulates a batch's sketch entries and property sums per minute
+// cell; hour and day values are derived from the minute cells at commit, so
+// an event costs two map lookups whatever the number of levels.
+type rollups struct {
+	cells map[rollupCell]*rollupAgg
+	free  []*rollupAgg
+	order []rollupCell
+	tmp   []uint32
+	names map[string]string
+}
+
+var rollupPool = sync.Pool{New: func() any {
+	return &rollups{cells: make(map[rollupCell]*rollupAgg), names: make(map[string]string)}
+}}
+
+func (r *rollups) cell(ds uint32, name string, minute int64) *rollupAgg {
+	k := rollupCell{ds, name, minute}
+	a := r.cells[k]
+	if a == nil {
+		if n := len(r.free); n > 0 {
+			a = r.free[n-1]
+			r.free = r.free[:n-1]
+		} else {
+			a = &rollupAgg{}
+		}
+		r.cells[k] = a
+	}
+	return a
+}
+
+// numProp is a numeric top-level property of one event.
+type numProp struct {
+	key []byte
+	v   float64
+}
+
+// addRollups records what e adds to the property sums and visitor sketch of
+// its minute, for its name and for every event.
+func (b *Batch) addRollups(ds uint32, e *Event) {
+	var nums [MaxRollupProperties]numProp
+	n := 0
+	eachNumber(e.Properties, func(key []byte, v float64) bool {
+		nums[n] = numProp{key, v}
+		n++
+		return n < MaxRollupProperties
+	})
+	if n == 0 && !e.HasVisitor {
+		return
+	}
+	if b.roll == nil {
+		b.roll = rollupPool.Get().(*rollups)
+	}
+	var entry uint32
+	if e.HasVisitor {
+		entry = hllEntry(HashVisitor(e.VisitorID))
+	}
+	minute := floorTo(e.Timestamp, minuteMs)
+	for _, name := range [2]string{e.Name, ""} {
+		a := b.roll.cell(ds, name, minute)
+		if e.HasVisitor {
+			a.hll = append(a.hll, entry)
+		}
+		for _, p := range nums[:n] {
+			a.addProp(b.roll, p.key, p.v)
+		}
+	}
+}
+
+// flushRollups writes one merge operand per cell and level into the batch.
+// Cells are sorted so that the minutes of one hour (and the hours of one day)
+// are adjacent and can be unioned without another map.
+func (b *Batch) flushRollups() {
+	r := b.roll
+	if r == nil || len(r.cells) == 0 {
+		return
+	}
+	r.order = r.order[:0]
+	for k, a := range r.cells {
+		r.order = append(r.order, k)
+		if len(a.hll) > 0 {
+			slices.Sort(a.hll)
+			a.hll = dedupeEntries(a.hll)
+		}
+		if len(a.props) > 1 {
+			slices.SortFunc(a.props, func(x, y propSum) int { return strings.Compare(x.name, y.name) })
+		}
+		if len(a.props) > MaxBucketProperties {
+			a.props = a.props[:MaxBucketProperties]
+		}
+	}
+	slices.SortFunc(r.order, func(x, y rollupCell) int {
+		if x.ds != y.ds {
+			if x.ds < y.ds {
+				return -1
+			}
+			return 1
+		}
+		if x.name != y.name {
+			if x.name < y.name {
+				return -1
+			}
+			return 1
+		}
+		return int(x.minute - y.minute) // minutes are small multiples of 60000: no overflow
+	})
+	for _, level := range [...]byte{LevelMinute, LevelHour, LevelDay} {
+		w := levelWidth(level)
+		for i := 0; i < len(r.order); {
+			c := r.order[i]
+			start := floorTo(c.minute, w)
+			j := i + 1
+			for j < len(r.order) && r.order[j].ds == c.ds && r.order[j].name == c.name && floorTo(r.order[j].minute, w) == start {
+				j++
+			}
+			b.writeGroup(c.ds, c.name, level, start, r.order[i:j])
+			i = j
+		}
+	}
+	for k, a := range r.cells {
+		a.hll = a.hll[:0]
+		clear(a.props)
+		a.props = a.props[:0]
+		r.free = append(r.free, a)
+		delete(r.cells, k)
+	}
+}
+
+// writeGroup merges the cells of one bucket and writes their operand.
+func (b *Batch) writeGroup(ds uint32, name string, level byte, start int64, group []rollupCell) {
+	r := b.roll
+	first := r.cells[group[0]]
+	entries := first.hll
+	props := first.props
+	if len(group) > 1 {
+		r.tmp = r.tmp[:0]
+		var merged []propSum
+		for _, c := range group {
+			a := r.cells[c]
+			r.tmp = append(r.tmp, a.hll...)
+			merged = mergeProps(merged, a.props)
+		}
+		slices.Sort(r.tmp)
+		entries = dedupeEntries(r.tmp)
+		props = merged
+	}
+	var sk func([]byte) []byte
+	if len(entries) > 0 {
+		sk = func(dst []byte) []byte { return encodeEntries(dst, entries) }
+	}
+	k := appendTS(rollupPrefix(b.scratch[:0], ds, name, level), start)
+	v := appendRollupValue(k[len(k):], props, sk)
+	_ = b.b.Merge(k, v, nil)
+	b.scratch = v[:0]
+}
+
+// encodeEntries appends the stored form of a sorted, deduplicated entry list.
+func encodeEntries(dst []byte, entries []uint32) []byte {
+	if len(entries) > hllSparseMax {
+		s := Sketch{sparse: entries}
+		s.toDense()
+		return s.AppendEncoded(dst)
+	}
+	dst = append(dst, hllSparse)
+	for _, e := range entries {
+		dst = append(dst, byte(e>>16), byte(e>>8), byte(e))
+	}
+	return dst
+}
+
+// releaseRollups returns the accumulator to the pool.
+func (b *Batch) releaseRollups() {
+	if b.roll != nil {
+		if len(b.roll.cells) == 0 {
+			rollupPool.Put(b.roll)
+		}
+		b.roll = nil
+	}
+}
+
+// nameIndexValue is the value of an N key: the visitor id (empty when the
+// event has none; ids are never empty), so funnels can follow visitors
+// through the name index without reading records.
+func nameIndexValue(dst []byte, e *Event) []byte {
+	if !e.HasVisitor {
+		return nil
+	}
+	return append(dst, e.VisitorID...)
+}
+
+// eachNumber calls fn with the name and value of each top-level numeric
+// member of a JSON object, in document order, until fn returns false.
+// Members whose name is escaped or longer than MaxRollupPropertyLen are
+// skipped. It never fails: text it cannot read ends the walk, so a corrupt
+// record costs its rollups, never the write.
+func eachNumber(p []byte, fn func(key []byte, v float64) bool) {
+	i := skipWS(p, 0)
+	if i >= len(p) || p[i] != '{' {
+		return
+	}
+	i++
+	for {
+		i = skipWS(p, i)
+		if i >= len(p) || p[i] != '"' {
+			return
+		}
+		ks := i + 1
+		ke, escaped := endString(p, i)
+		if ke < 0 {
+			return
+		}
+		key := p[ks : ke-1]
+		i = skipWS(p, ke)
+		if i >= len(p) || p[i] != ':' {
+			return
+		}
+		i = skipWS(p, i+1)
+		vs := i
+		if i = endValue(p, i); i < 0 {
+			return
+		}
+		if c := p[vs]; (c == '-' || c >= '0' && c <= '9') && !escaped && len(key) <= MaxRollupPropertyLen {
+			if v, err := strconv.ParseFloat(string(p[vs:i]), 64); err == nil {
+				if !fn(key, v) {
+					return
+				}
+			}
+		}
+		i = skipWS(p, i)
+		if i >= len(p) || p[i] != ',' {
+			return
+		}
+		i++
+	}
+}
+
+func skipWS(p []byte, i int) int {
+	for i < len(p) && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// endString returns the index after the closing quote of the string starting
+// at p[i] == '"' (-1 if unterminated) and whether it holds an escape.
+func endString(p []byte, i int) (int, bool) {
+	escaped := false
+	for i++; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			escaped = true
+			i++
+		case '"':
+			return i + 1, escaped
+		}
+	}
+	return -1, escaped
+}
+
+// endValue returns the index after the JSON value starting at p[i], -1 if it is cut short.
+func endValue(p []byte, i int) int {
+	if i >= len(p) {
+		return -1
+	}
+	switch p[i] {
+	case '"':
+		end, _ := endString(p, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for ; i < len(p); i++ {
+			switch p[i] {
+			case '"':
+				end, _ := endString(p, i)
+				if end < 0 {
+					return -1
+				}
+				i = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return -1
+	}
+	for ; i < len(p); i++ {
+		switch p[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+	}
+	return i
+}
+
+// decodeSumKeyTS and friends read the bucket start at the end of a rollup key.
+func keyStart(key []byte) int64 {
+	if len(key) < 8 {
+		return -1
+	}
+	return int64(binary.BigEndian.Uint64(key[len(key)-8:]))
+}

@@ -1,0 +1,62 @@
+package storage
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// benchIngest measures AddEvent+Commit per event for batches of size events,
+// the cost the rollups add to ingest (compare with the numbers in
+// docs/analytics.md, taken before rollups existed).
+func benchIngest(b *testing.B, size int, sync bool) {
+	opts := Options{}
+	if !sync {
+		opts.FS = vfs.NewMem() // CPU cost only: no disk, no fsync
+	}
+	d, err := Open("bench", opts)
+	if sync {
+		d, err = Open(b.TempDir(), opts)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	db := testDB{DB: d}
+	events := make([]Event, size)
+	for i := range events {
+		events[i] = Event{
+			Name:       []string{"page_view", "click", "purchase", "signup", "a"}[i%5],
+			Properties: []byte(`{"amount":12.5,"currency":"EUR","sku":"sku_1","quantity":2,"page":"/checkout/confirm"}`),
+			HasVisitor: i%5 != 0,
+		}
+	}
+	ts := int64(20000 * dayMs)
+	var n uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		bt := db.NewBatch()
+		for i := range events {
+			n++
+			ts += 37
+			events[i].ID = testID(n)
+			events[i].VisitorID = fmt.Sprintf("visitor-%d", n%5000)
+			events[i].Timestamp, events[i].CreatedAt = ts, ts
+			bt.AddEvent(1, &events[i])
+		}
+		if err := bt.Commit(sync); err != nil {
+			b.Fatal(err)
+		}
+		bt.Close()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*size), "ns/event")
+}
+
+func BenchmarkIngestRollups(b *testing.B) {
+	for _, size := range []int{1, 100} {
+		for _, sync := range []bool{false, true} {
+			b.Run(fmt.Sprintf("batch=%d/sync=%v", size, sync), func(b *testing.B) { benchIngest(b, size, sync) })
+		}
+	}
+}

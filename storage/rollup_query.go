@@ -1,0 +1,543 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// ErrScanLimit is returned when a query would read more raw events than its
+// MaxScan allows; the caller answers 422 and suggests a narrower query.
+var ErrScanLimit = errors.New("storage: scan limit exceeded")
+
+// Agg is an aggregate over some events.
+type Agg struct {
+	Count  int64   // events
+	Sum    float64 // of the numeric property asked for
+	N      int64   // events carrying that property as a number (avg = Sum/N)
+	Sketch *Sketch // their visitors, when asked for
+}
+
+func (a *Agg) merge(o *Agg) {
+	a.Count += o.Count
+	s := sumValue{sum: a.Sum, n: a.N}
+	s.merge(sumValue{sum: o.Sum, n: o.N})
+	a.Sum, a.N = s.total(), s.n
+	if o.Sketch != nil {
+		if a.Sketch == nil {
+			a.Sketch = &Sketch{}
+		}
+		a.Sketch.Merge(o.Sketch)
+	}
+}
+
+// AggQuery asks for one aggregate per time bucket of one dataset.
+type AggQuery struct {
+	Dataset  uint32
+	Name     string // "" for every event name
+	Property string // numeric property to sum; "" for none
+	Unique   bool   // fill each Agg's Sketch
+	// Bounds are increasing Unix ms; bucket i is [Bounds[i], Bounds[i+1]).
+	Bounds []int64
+	// VisitorID filters on one visitor: the visitor index is read instead of
+	// the rollups, so the cost follows that visitor's events.
+	VisitorID  string
+	HasVisitor bool
+	// MaxScan bounds the raw events a visitor filter may read (0: no bound).
+	MaxScan int
+}
+
+// Aggregate computes one Agg per bucket. Without a visitor filter it reads
+// rollups only: whole days, hours and minutes of each bucket from the C, S
+// and U keys, and the partial minutes at the ends of the range (at most two
+// per bucket edge that is not minute-aligned) from the index and records.
+// Its cost follows the number of buckets, not of events.
+func (d *DB) Aggregate(q AggQuery) ([]Agg, error) {
+	if len(q.Bounds) < 2 {
+		return nil, nil
+	}
+	out := make([]Agg, len(q.Bounds)-1)
+	if q.Unique {
+		for i := range out {
+			out[i].Sketch = &Sketch{}
+		}
+	}
+	if q.HasVisitor {
+		return out, d.visitorAggregate(q, out)
+	}
+	r := rollupReader{d: d, q: &q}
+	defer r.close()
+	for i := range out {
+		lo, hi := max(q.Bounds[i], 0), q.Bounds[i+1]
+		plan := planCount(lo, hi)
+		for _, bs := range plan.Buckets {
+			if err := r.add(&out[i], bs); err != nil {
+				return nil, err
+			}
+		}
+		for _, e := range plan.Edges {
+			if err := d.edgeAggregate(&q, e, &out[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// rollupReader keeps one iterator per key kind and level across a query, so
+// each bucket span costs a seek rather than a new iterator.
+type rollupReader struct {
+	d   *DB
+	q   *AggQuery
+	its map[string]*pebble.Iterator
+	key []byte
+}
+
+func (r *rollupReader) iter(prefix []byte) (*pebble.Iterator, error) {
+	if it := r.its[string(prefix)]; it != nil {
+		return it, nil
+	}
+	lo := appendTS(append([]byte(nil), prefix...), max(r.q.Bounds[0], 0))
+	hi := appendTS(append([]byte(nil), prefix...), r.q.Bounds[len(r.q.Bounds)-1])
+	it, err := r.d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return nil, err
+	}
+	if r.its == nil {
+		r.its = make(map[string]*pebble.Iterator)
+	}
+	r.its[string(prefix)] = it
+	return it, nil
+}
+
+func (r *rollupReader) close() {
+	for _, it := range r.its {
+		_ = it.Close()
+	}
+}
+
+// scan calls fn with the value of every key of prefix whose bucket start is in [start, end).
+func (r *rollupReader) scan(prefix []byte, start, end int64, fn func(v []byte) error) error {
+	it, err := r.iter(prefix)
+	if err != nil {
+		return err
+	}
+	r.key = appendTS(append(r.key[:0], prefix...), start)
+	for ok := it.SeekGE(r.key); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) != len(prefix)+8 || keyStart(k) >= end {
+			break
+		}
+		if err := fn(it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+func (r *rollupReader) add(a *Agg, bs bucketSpan) error {
+	q := r.q
+	err := r.scan(counterPrefix(nil, q.Dataset, q.Name, bs.Level), bs.Start, bs.End, func(v []byte) error {
+		a.Count += decodeCount(v)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if q.Property == "" && !q.Unique {
+		return nil
+	}
+	s := sumValue{sum: a.Sum, n: a.N}
+	err = r.scan(rollupPrefix(nil, q.Dataset, q.Name, bs.Level), bs.Start, bs.End, func(v []byte) error {
+		var visit func(name []byte, p sumValue)
+		if q.Property != "" {
+			visit = func(name []byte, p sumValue) {
+				if string(name) == q.Property {
+					s.merge(p)
+				}
+			}
+		}
+		rest, err := eachRollupProp(v, visit)
+		if err != nil || !q.Unique || len(rest) == 0 {
+			return err
+		}
+		return a.Sketch.MergeEncoded(rest)
+	})
+	a.Sum, a.N = s.total(), s.n
+	return err
+}
+
+// edgeAggregate adds the events of a partial minute from the index (and the
+// records when a sum or visitors are needed, except that the name index
+// already holds visitor ids).
+func (d *DB) edgeAggregate(q *AggQuery, e span, a *Agg) error {
+	var prefix []byte
+	if q.Name == "" {
+		prefix = appendDataset(nil, prefixTime, q.Dataset)
+	} else {
+		prefix = namePrefix(nil, q.Dataset, q.Name)
+	}
+	lo, hi := rangeBounds(prefix, e.Start, e.End-1)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	needRecord := q.Property != "" || (q.Unique && q.Name == "")
+	s := sumValue{sum: a.Sum, n: a.N}
+	for it.First(); it.Valid(); it.Next() {
+		a.Count++
+		if !needRecord {
+			if q.Unique && len(it.Value()) > 0 {
+				a.Sketch.Add(HashVisitor(string(it.Value())))
+			}
+			continue
+		}
+		_, id, ok := tsIDSuffix(it.Key())
+		if !ok {
+			return errCorrupt
+		}
+		ev, err := d.GetEvent(q.Dataset, id)
+		if err != nil {
+			return err
+		}
+		addEventTo(q, &ev, a, &s)
+	}
+	a.Sum, a.N = s.total(), s.n
+	return it.Error()
+}
+
+// addEventTo applies the rollup rules to one raw event, so that raw scans
+// and rollups agree exactly.
+func addEventTo(q *AggQuery, ev *Event, a *Agg, s *sumValue) {
+	if q.Unique && ev.HasVisitor {
+		a.Sketch.Add(HashVisitor(ev.VisitorID))
+	}
+	if q.Property != "" {
+		if v, ok := numberProperty(ev.Properties, q.Property); ok {
+			s.add(v)
+			s.n++
+		}
+	}
+}
+
+// numberProperty finds a property among the first MaxRollupProperties
+// numeric ones, the ones ingest rolls up.
+func numberProperty(props []byte, name string) (v float64, ok bool) {
+	n := 0
+	eachNumber(props, func(key []byte, x float64) bool {
+		if string(key) == name {
+			v, ok = x, true
+			return false
+		}
+		n++
+		return n < MaxRollupProperties
+	})
+	return v, ok
+}
+
+func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
+	from, to := max(q.Bounds[0], 0), q.Bounds[len(q.Bounds)-1]-1
+	var sums []sumValue
+	if q.Property != "" {
+		sums = make([]sumValue, len(out))
+	}
+	scanned := 0
+	err := d.scanIndex(visitorPrefix(nil, q.Dataset, q.VisitorID), from, to, func(ts int64, id ID, value []byte) error {
+		if q.Name != "" && string(value) != q.Name {
+			return nil
+		}
+		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
+			return ErrScanLimit
+		}
+		i := sort.Search(len(q.Bounds), func(i int) bool { return q.Bounds[i] > ts }) - 1
+		if i < 0 || i >= len(out) {
+			return nil
+		}
+		a := &out[i]
+		a.Count++
+		if q.Unique {
+			a.Sketch.Add(HashVisitor(q.VisitorID))
+		}
+		if q.Property != "" {
+			ev, err := d.GetEvent(q.Dataset, id)
+			if err != nil {
+				return err
+			}
+			if v, ok := numberProperty(ev.Properties, q.Property); ok {
+				sums[i].add(v)
+				sums[i].n++
+			}
+		}
+		return nil
+	})
+	for i := range sums {
+		out[i].Sum, out[i].N = sums[i].total(), sums[i].n
+	}
+	return err
+}
+
+// scanIndex walks the index entries under prefix with timestamps in [from, to], oldest first.
+func (d *DB) scanIndex(prefix []byte, from, to int64, fn func(ts int64, id ID, value []byte) error) error {
+	lo, hi := rangeBounds(prefix, from, to)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		ts, id, ok := tsIDSuffix(it.Key())
+		if !ok {
+			return errCorrupt
+		}
+		if err := fn(ts, id, it.Value()); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// EventNames lists the event names that ever had an event in ds, sorted, by hopping from one name's counters to the next (one seek per name).
+func (d *DB) EventNames(ds uint32) ([]string, error) {
+	base := appendDataset(nil, prefixCounter, ds)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var names []string
+	for ok := it.First(); ok; {
+		k := it.Key()
+		if len(k) < datasetPrefLen+1 {
+			return nil, errCorrupt
+		}
+		n := int(k[datasetPrefLen])
+		if len(k) < datasetPrefLen+1+n {
+			return nil, errCorrupt
+		}
+		if n > 0 {
+			names = append(names, string(k[datasetPrefLen+1:datasetPrefLen+1+n]))
+		}
+		next := prefixEnd(k[:datasetPrefLen+1+n])
+		if next == nil {
+			break
+		}
+		ok = it.SeekGE(next)
+	}
+	slices.Sort(names)
+	return names, it.Error()
+}
+
+// GroupQuery groups the raw events of a range by the value of a property.
+type GroupQuery struct {
+	Dataset    uint32
+	Name       string // "" for every event name
+	VisitorID  string
+	HasVisitor bool
+	From, To   int64 // inclusive Unix ms
+	GroupBy    string // top-level property whose value is the group key
+	Property   string // numeric property to sum; "" for none
+	Unique     bool
+	MaxScan    int // raw events read past which ErrScanLimit is returned (0: no bound)
+}
+
+// GroupByProperty scans the raw events of the range (there is no rollup per
+// property value) and aggregates them per value of q.GroupBy: strings by
+// their text, numbers in shortest form, true/false/null as such, objects and
+// arrays as compact JSON. Events without the property join no group; total
+// covers every event of the range. Without a visitor filter the exact count
+// of the range is read first from the counters, so a query over the limit
+// fails before reading anything.
+func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, err error) {
+	var prefix []byte
+	switch {
+	case q.HasVisitor:
+		prefix = visitorPrefix(nil, q.Dataset, q.VisitorID)
+	case q.Name != "":
+		prefix = namePrefix(nil, q.Dataset, q.Name)
+	default:
+		prefix = appendDataset(nil, prefixTime, q.Dataset)
+	}
+	if !q.HasVisitor && q.MaxScan > 0 {
+		n, err := d.Count(q.Dataset, q.Name, q.From, q.To)
+		if err != nil {
+			return nil, total, err
+		}
+		if n > int64(q.MaxScan) {
+			return nil, total, ErrScanLimit
+		}
+	}
+	aq := &AggQuery{Property: q.Property, Unique: q.Unique}
+	groups = make(map[string]*Agg)
+	sums := make(map[string]*sumValue)
+	var totalSum sumValue
+	if q.Unique {
+		total.Sketch = &Sketch{}
+	}
+	scanned := 0
+	err = d.scanIndex(prefix, q.From, q.To, func(_ int64, id ID, value []byte) error {
+		if q.HasVisitor && q.Name != "" && string(value) != q.Name {
+			return nil
+		}
+		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
+			return ErrScanLimit
+		}
+		ev, err := d.GetEvent(q.Dataset, id)
+		if err != nil {
+			return err
+		}
+		total.Count++
+		addEventTo(aq, &ev, &total, &totalSum)
+		raw, ok := lookupMember(ev.Properties, q.GroupBy)
+		if !ok {
+			return nil
+		}
+		key := groupKey(raw)
+		g := groups[key]
+		if g == nil {
+			g = &Agg{}
+			if q.Unique {
+				g.Sketch = &Sketch{}
+			}
+			groups[key] = g
+			sums[key] = &sumValue{}
+		}
+		g.Count++
+		addEventTo(aq, &ev, g, sums[key])
+		return nil
+	})
+	if err != nil {
+		return nil, total, err
+	}
+	for k, s := range sums {
+		groups[k].Sum, groups[k].N = s.total(), s.n
+	}
+	total.Sum, total.N = totalSum.total(), totalSum.n
+	return groups, total, nil
+}
+
+// lookupMember finds a top-level member by its (unescaped) name.
+func lookupMember(p []byte, name string) ([]byte, bool) {
+	i := skipWS(p, 0)
+	if i >= len(p) || p[i] != '{' {
+		return nil, false
+	}
+	i++
+	for {
+		i = skipWS(p, i)
+		if i >= len(p) || p[i] != '"' {
+			return nil, false
+		}
+		ks := i
+		ke, escaped := endString(p, i)
+		if ke < 0 {
+			return nil, false
+		}
+		i = skipWS(p, ke)
+		if i >= len(p) || p[i] != ':' {
+			return nil, false
+		}
+		i = skipWS(p, i+1)
+		vs := i
+		if i = endValue(p, i); i < 0 {
+			return nil, false
+		}
+		match := string(p[ks+1:ke-1]) == name
+		if escaped {
+			var k string
+			match = json.Unmarshal(p[ks:ke], &k) == nil && k == name
+		}
+		if match {
+			return p[vs:i], true
+		}
+		i = skipWS(p, i)
+		if i >= len(p) || p[i] != ',' {
+			return nil, false
+		}
+		i++
+	}
+}
+
+// groupKey is the text a property value is grouped and reported under.
+func groupKey(raw []byte) string {
+	switch {
+	case len(raw) == 0:
+		return ""
+	case raw[0] == '"':
+		if bytes.IndexByte(raw, '\\') < 0 {
+			return string(raw[1 : len(raw)-1])
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+	case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
+		if v, err := strconv.ParseFloat(string(raw), 64); err == nil && !math.IsInf(v, 0) {
+			return strconv.FormatFloat(v, 'f', -1, 64)
+		}
+	}
+	return string(raw)
+}
+
+// Occurrence is one event of a funnel step: when, which, and by whom.
+type Occurrence struct {
+	Timestamp int64
+	ID        ID
+	Visitor   string
+}
+
+// StepOccurrences calls fn for each event named name in [from, to] that has a
+// visitor, oldest first, from the name index alone (its value is the visitor).
+// With a visitor filter it reads that visitor's index instead. More than
+// maxScan entries (0: no bound) returns ErrScanLimit.
+func (d *DB) StepOccurrences(ds uint32, name string, visitor string, hasVisitor bool, from, to int64, maxScan int, fn func(Occurrence)) error {
+	scanned := 0
+	if hasVisitor {
+		return d.scanIndex(visitorPrefix(nil, ds, visitor), from, to, func(ts int64, id ID, value []byte) error {
+			if string(value) != name {
+				return nil
+			}
+			if scanned++; maxScan > 0 && scanned > maxScan {
+				return ErrScanLimit
+			}
+			fn(Occurrence{Timestamp: ts, ID: id, Visitor: visitor})
+			return nil
+		})
+	}
+	return d.scanIndex(namePrefix(nil, ds, name), from, to, func(ts int64, id ID, value []byte) error {
+		if scanned++; maxScan > 0 && scanned > maxScan {
+			return ErrScanLimit
+		}
+		if len(value) > 0 {
+			fn(Occurrence{Timestamp: ts, ID: id, Visitor: string(value)})
+		}
+		return nil
+	})
+}
+
+// VisitorEvent is one entry of a visitor's history.
+type VisitorEvent struct {
+	Timestamp int64
+	ID        ID
+	Name      string
+}
+
+// VisitorEvents lists a visitor's events in [from, to], oldest first, from
+// the visitor index alone; at most limit (0: no bound), else ErrScanLimit.
+func (d *DB) VisitorEvents(ds uint32, visitor string, from, to int64, limit int) ([]VisitorEvent, error) {
+	var out []VisitorEvent
+	err := d.scanIndex(visitorPrefix(nil, ds, visitor), max(from, 0), to, func(ts int64, id ID, value []byte) error {
+		if limit > 0 && len(out) >= limit {
+			return ErrScanLimit
+		}
+		out = append(out, VisitorEvent{Timestamp: ts, ID: id, Name: string(value)})
+		return nil
+	})
+	return out, err
+}
