@@ -104,7 +104,7 @@ func (k *keyActor) handle(ctx actor.Context, req *Request) {
 		lim := k.limits(req.Kind)
 		b := k.buckets[req.Kind]
 		rep.Allowed, rep.RetryAfter = b.Admit(req.Now, lim)
-		rep.Windows = append([]ratelimit.WindowStatus(nil), b.Status(req.Now, lim)...)
+		rep.Windows = append(rep.windowsBuf[:0], b.Status(req.Now, lim)...)
 		if rep.Allowed {
 			k.dirty = true
 			k.cfg.LastUsed.Store(req.Now.UnixMilli())
@@ -129,8 +129,20 @@ func (k *keyActor) handle(ctx actor.Context, req *Request) {
 // write settles idempotency keys, then forwards what is new to a shard.
 func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 	w := req.Write
-	rep.Results = make([]Result, len(w.Events))
+	if len(w.Events) == 1 {
+		rep.Results = rep.resultsBuf[:]
+		rep.Results[0] = Result{}
+	} else {
+		rep.Results = make([]Result, len(w.Events))
+	}
 	c := &commit{keyID: k.cfg.ID, reply: rep, replyTo: req.Reply}
+	if !hasIdempotencyKeys(w) {
+		// The common case: store everything as sent, no copies.
+		c.write = w
+		k.next++
+		k.keys.shards.send(w.Dataset, k.next, c)
+		return
+	}
 	var local map[string]int // idempotency keys earlier in this write
 	store := w.Events[:0:0]
 	for i := range w.Events {
@@ -186,6 +198,15 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 	c.write = &Write{Dataset: w.Dataset, ReceivedAt: w.ReceivedAt, Events: store}
 	k.next++
 	k.keys.shards.send(w.Dataset, k.next, c)
+}
+
+func hasIdempotencyKeys(w *Write) bool {
+	for i := range w.Events {
+		if w.Events[i].IdemKey != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // settle releases idempotency keys and retries the requests that waited on them.

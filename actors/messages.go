@@ -60,6 +60,10 @@ type Reply struct {
 	Buckets    [3][]ratelimit.WindowStatus // standard, batch, analytics (Snapshot only)
 	Results    []Result
 	Err        error
+
+	// Backing arrays for the common cases, so a reply costs one allocation.
+	windowsBuf [3]ratelimit.WindowStatus
+	resultsBuf [1]Result
 }
 
 // ErrStopped answers requests that reach an actor while the service stops.

@@ -84,12 +84,16 @@ func (s *shard) flush() {
 		if err != nil {
 			rep.Err = err
 		} else {
-			for j, slot := range c.slots {
+			for j := range c.write.Events {
+				slot := j
+				if c.slots != nil {
+					slot = c.slots[j]
+				}
 				e := &c.write.Events[j].Event
 				rep.Results[slot] = Result{Outcome: Stored, ID: e.ID, Timestamp: e.Timestamp}
 				s.done = append(s.done, CommittedEvent{Dataset: c.write.Dataset, Event: e})
 			}
-			n += len(c.slots)
+			n += len(c.write.Events)
 		}
 		c.replyTo <- rep
 		if c.owner != nil {
