@@ -55,6 +55,7 @@ var wantRoutes = []string{
 	"GET /t.js",
 	"OPTIONS /t.js",
 	"GET /healthz", // on both listeners
+	"HEAD /healthz",
 	"OPTIONS /healthz",
 	// admin API
 	"POST /admin/v1/projects",
@@ -867,7 +868,7 @@ func checkOperation(t *testing.T, root *yaml.Node, op operation) {
 		t.Errorf("%s: server %q is neither %s nor %s", op, server, publicURL, adminURL)
 	}
 
-	if !has("500") && op.method != "options" && op.path != "/healthz" {
+	if !has("500") && op.method != "options" && op.method != "head" {
 		t.Errorf("%s: no 500", op)
 	}
 	if mapGet(op.node, "requestBody") != nil && !has("400") {
