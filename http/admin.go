@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"github.com/fasthttp/router"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -15,7 +16,7 @@ import (
 	"github.com/eventd/eventd/engine/ratelimit"
 )
 
-func (s *Server) adminRoutes() fasthttp.RequestHandler {
+func (s *Server) adminRoutes() *router.Router {
 	r := s.newRouter("Not found")
 	a := func(name string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
 		return s.route(name, s.adminAuth(h))
@@ -41,7 +42,7 @@ func (s *Server) adminRoutes() fasthttp.RequestHandler {
 	r.GET("/admin/v1/projects/{id}/event-definitions/{name}", a("admin_get_definition", s.adminGetDefinition))
 	r.PUT("/admin/v1/projects/{id}/event-definitions/{name}", a("admin_put_definition", s.adminPutDefinition))
 	r.DELETE("/admin/v1/projects/{id}/event-definitions/{name}", a("admin_delete_definition", s.adminDeleteDefinition))
-	return r.Handler
+	return r
 }
 
 // adminAuth checks the admin bearer token in constant time.

@@ -2,6 +2,7 @@ package http
 
 import (
 	"bytes"
+	"github.com/fasthttp/router"
 	"strconv"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 	"github.com/eventd/eventd/storage"
 )
 
-func (s *Server) publicRoutes() fasthttp.RequestHandler {
+func (s *Server) publicRoutes() *router.Router {
 	r := s.newRouter("Not found")
 	r.GlobalOPTIONS = s.route("preflight", handlePreflight)
 	r.POST("/events", s.route("create_event", s.handleCreate))
@@ -33,7 +34,7 @@ func (s *Server) publicRoutes() fasthttp.RequestHandler {
 	}))
 	r.GET("/stream", s.route("stream", s.handleStream))
 	r.GET("/t.js", s.route("tjs", s.handleTJS))
-	return r.Handler
+	return r
 }
 
 // admit counts a request that stores nothing and answers 429 when over the

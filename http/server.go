@@ -48,6 +48,8 @@ type Server struct {
 
 	public *fasthttp.Server
 	admin  *fasthttp.Server
+	// The routers, kept for tests that compare them with docs/openapi.yaml.
+	publicRouter, adminRouter *router.Router
 
 	reqPrefix string
 	reqSeq    atomic.Uint64
@@ -90,8 +92,9 @@ func New(cfg Config) *Server {
 	cfg.Engine.OnDrained(func() { s.streams.closeAll(10 * time.Second) })
 	s.inflight = s.metrics.Gauge("eventd_http_inflight_requests", "HTTP requests being served.", "")
 	s.panics = s.metrics.Counter("eventd_http_panics_total", "Handler panics recovered.", "")
-	s.public = s.newServer("eventd-public", s.publicRoutes())
-	s.admin = s.newServer("eventd-admin", s.adminRoutes())
+	s.publicRouter, s.adminRouter = s.publicRoutes(), s.adminRoutes()
+	s.public = s.newServer("eventd-public", s.publicRouter.Handler)
+	s.admin = s.newServer("eventd-admin", s.adminRouter.Handler)
 	// Imports of any size arrive as a stream instead of being refused at 5
 	// MiB; imports and exports may take much longer than a request should.
 	s.admin.StreamRequestBody = true
