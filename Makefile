@@ -3,7 +3,7 @@ GO       ?= go
 PKGS     := ./...
 FUZZTIME ?= 30s
 
-.PHONY: all build run test vet fmt-check unit e2e fuzz bench clean
+.PHONY: all build run test vet fmt-check unit e2e fuzz bench clean browser-deps chromium
 
 all: build
 
@@ -16,8 +16,32 @@ run: build
 # test: static checks, then every package under the race detector (unit
 # tests, fuzz seed corpora, and the end-to-end suite in ./test, which builds
 # and starts the real binary on loopback).
-test: vet fmt-check
+test: vet fmt-check browser-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+# browser-deps: what the t.js browser test (test/tjs_test.go) needs: Debian's
+# chromium and playwright-core from npm. Best effort: when either cannot be
+# installed, that test skips and says why; the build does not fail for it.
+browser-deps: chromium test/browser/node_modules/.package-lock.json
+
+chromium:
+	@if [ -n "$$EVENTD_CHROMIUM" ] || [ -x /usr/bin/chromium ]; then exit 0; fi; \
+	if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing chromium (apt-get) for the t.js browser test"; \
+		{ timeout 600 apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq chromium >/dev/null; } \
+			|| echo "chromium could not be installed: the t.js browser test will skip"; \
+	else \
+		echo "no chromium and no root apt-get: the t.js browser test will skip"; \
+	fi
+
+# npm ci only when the lockfile changed, so a concurrent test run keeps its node_modules.
+test/browser/node_modules/.package-lock.json: test/browser/package-lock.json test/browser/package.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd test/browser && { timeout 600 npm ci --no-audit --no-fund --loglevel=error \
+			|| echo "npm ci failed in test/browser: the t.js browser test will skip"; }; \
+	else \
+		echo "npm not found: the t.js browser test will skip"; \
+	fi
 
 vet:
 	$(GO) vet $(PKGS)

@@ -25,6 +25,7 @@ func (s *Server) publicRoutes() *router.Router {
 	r.GET("/events/{id}", s.route("get_event", s.handleGet))
 	r.GET("/verify", s.route("verify", s.handleVerify))
 	r.GET("/rate-limit", s.route("rate_limit", s.handleRateLimit))
+	r.GET("/analytics", s.route("analytics", s.handleAnalytics))
 	r.GET("/healthz", s.route("healthz", s.handleHealth))
 	r.HEAD("/healthz", s.route("healthz", s.handleHealth))
 	// Without this, GET /events/batch would be read as the event id "batch".

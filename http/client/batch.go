@@ -154,17 +154,30 @@ func (b *batcher) run() {
 		buf = make([]Event, 0, size) // the handler may keep the old slice
 		return err
 	}
+	// aborted keeps the failures of background sends cut short by Close's
+	// deadline, so that Close reports them; once b.ctx is cancelled nothing
+	// more is sent in the background and the final flush handles the rest.
+	var aborted []error
+	background := func() {
+		if b.ctx.Err() != nil {
+			return
+		}
+		if err := send(b.ctx); err != nil && b.ctx.Err() != nil {
+			aborted = append(aborted, err)
+		}
+	}
 	for {
 		select {
 		case e := <-b.queue:
 			buf = append(buf, e)
 			if len(buf) >= size {
-				_ = send(b.ctx)
+				background()
 			}
 		case <-tick.C:
-			_ = send(b.ctx)
+			background()
 		case r := <-b.flushc:
-			var errs []error
+			errs := aborted
+			aborted = nil
 			for drained := false; !drained; {
 				select {
 				case e := <-b.queue:

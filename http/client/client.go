@@ -132,6 +132,7 @@ type Error struct {
 	RequestID  string            // X-Request-Id, to quote when asking for help
 }
 
+// Error formats status, code, message and details, sorted, for logs.
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "eventd: %d %s: %s", e.Status, e.Code, e.Message)
@@ -161,13 +162,20 @@ func (e *Error) Is(target error) bool {
 
 // Errors to match with errors.Is; only Code is compared.
 var (
-	ErrBadRequest   = &Error{Code: "bad_request"}
+	// ErrBadRequest: malformed input (400); Details names the field.
+	ErrBadRequest = &Error{Code: "bad_request"}
+	// ErrUnauthorized: missing, unknown or revoked key (401).
 	ErrUnauthorized = &Error{Code: "unauthorized"}
-	ErrForbidden    = &Error{Code: "forbidden"}
-	ErrNotFound     = &Error{Code: "not_found"}
-	ErrConflict     = &Error{Code: "idempotency_conflict"}
-	ErrValidation   = &Error{Code: "validation_error"}
-	ErrRateLimited  = &Error{Code: "rate_limit_exceeded"}
+	// ErrForbidden: the key lacks the permission, or the Origin is not allowed (403).
+	ErrForbidden = &Error{Code: "forbidden"}
+	// ErrNotFound: no such event in this key's dataset, or no such route (404).
+	ErrNotFound = &Error{Code: "not_found"}
+	// ErrConflict: an idempotency key reused with a different event (409).
+	ErrConflict = &Error{Code: "idempotency_conflict"}
+	// ErrValidation: a property or event definition check failed (422).
+	ErrValidation = &Error{Code: "validation_error"}
+	// ErrRateLimited: over the key's limit, still after the retries (429).
+	ErrRateLimited = &Error{Code: "rate_limit_exceeded"}
 )
 
 // retryable tells whether a status may succeed when repeated. Writes carry

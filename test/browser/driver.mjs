@@ -23,6 +23,8 @@ const pages = new Map();
 // them, including those CORS hides from the page's own script.
 const net = new Map();
 const consoleLog = new Map();
+// wireLog[page]: status lines and failures of /events/batch as DevTools saw them.
+const wireLog = new Map();
 
 const ops = {
   async context({ name }) {
@@ -45,6 +47,22 @@ const ops = {
       const e = log.find((x) => x.url === r.url() && x.body === r.postData() && x.failure === undefined);
       if (e) e.failure = r.failure() ? r.failure().errorText : 'failed';
     });
+    // CORS hides a refused answer from the page and from Playwright's
+    // response event; the DevTools protocol still sees its status line.
+    const cdp = await page.context().newCDPSession(page);
+    const wire = [];
+    wireLog.set(name, wire);
+    const urls = new Map();
+    cdp.on('Network.requestWillBeSent', (e) => urls.set(e.requestId, e.request.url));
+    cdp.on('Network.responseReceivedExtraInfo', (e) => {
+      const u = urls.get(e.requestId);
+      if (u && u.includes('/events/batch')) wire.push({ url: u, status: e.statusCode });
+    });
+    cdp.on('Network.loadingFailed', (e) => {
+      const u = urls.get(e.requestId);
+      if (u && u.includes('/events/batch')) wire.push({ url: u, failure: e.errorText, cors: e.corsErrorStatus ? e.corsErrorStatus.corsError : '' });
+    });
+    await cdp.send('Network.enable');
     pages.set(name, page);
   },
   async goto({ page, url }) {
@@ -63,6 +81,9 @@ const ops = {
   },
   async net({ page }) {
     return net.get(page);
+  },
+  async wire({ page }) {
+    return wireLog.get(page);
   },
   async console({ page }) {
     return consoleLog.get(page);
