@@ -101,6 +101,7 @@ func (e *Engine) addPrincipal(r *keyRecord, lastUsed int64) {
 	}
 	p.lastUsed.Store(lastUsed)
 	p.cfg = actors.KeyConfig{ID: r.ID, Limits: func() ratelimit.Limits { return *ps.limits.Load() }, LastUsed: &p.lastUsed}
+	e.wireKeyAlerts(p) // usage alerts (alerts.go)
 	h, _ := hex.DecodeString(r.Hash)
 	var hash [32]byte
 	copy(hash[:], h)
@@ -110,11 +111,11 @@ func (e *Engine) addPrincipal(r *keyRecord, lastUsed int64) {
 
 // ProjectInput is the body of project create and update; nil fields are unchanged.
 type ProjectInput struct {
-	Name           *string            `json:"name"`
-	Plan           *string            `json:"plan"`
-	Limits         *ratelimit.Limits  `json:"limits"`
-	ClearLimits    bool               `json:"-"` // "limits": null in a PATCH
-	AllowedOrigins *[]string          `json:"allowed_origins"`
+	Name           *string           `json:"name"`
+	Plan           *string           `json:"plan"`
+	Limits         *ratelimit.Limits `json:"limits"`
+	ClearLimits    bool              `json:"-"` // "limits": null in a PATCH
+	AllowedOrigins *[]string         `json:"allowed_origins"`
 }
 
 func checkProjectInput(in *ProjectInput, create bool) error {

@@ -42,13 +42,50 @@ func (s *Server) adminRoutes() *router.Router {
 	r.GET("/admin/v1/projects/{id}/event-definitions/{name}", a("admin_get_definition", s.adminGetDefinition))
 	r.PUT("/admin/v1/projects/{id}/event-definitions/{name}", a("admin_put_definition", s.adminPutDefinition))
 	r.DELETE("/admin/v1/projects/{id}/event-definitions/{name}", a("admin_delete_definition", s.adminDeleteDefinition))
+	r.POST("/admin/v1/projects/{id}/goals", a("admin_create_goal", s.adminCreateGoal))
+	r.GET("/admin/v1/projects/{id}/goals", a("admin_list_goals", s.adminListGoals))
+	r.GET("/admin/v1/projects/{id}/goals/{goal_id}", a("admin_get_goal", s.adminGetGoal))
+	r.PUT("/admin/v1/projects/{id}/goals/{goal_id}", a("admin_put_goal", s.adminPutGoal))
+	r.DELETE("/admin/v1/projects/{id}/goals/{goal_id}", a("admin_delete_goal", s.adminDeleteGoal))
+	r.POST("/admin/v1/projects/{id}/funnels", a("admin_create_funnel", s.adminCreateFunnel))
+	r.GET("/admin/v1/projects/{id}/funnels", a("admin_list_funnels", s.adminListFunnels))
+	r.GET("/admin/v1/projects/{id}/funnels/{funnel_id}", a("admin_get_funnel", s.adminGetFunnel))
+	r.PUT("/admin/v1/projects/{id}/funnels/{funnel_id}", a("admin_put_funnel", s.adminPutFunnel))
+	r.DELETE("/admin/v1/projects/{id}/funnels/{funnel_id}", a("admin_delete_funnel", s.adminDeleteFunnel))
+	r.POST("/admin/v1/projects/{id}/webhooks", a("admin_create_webhook", s.adminCreateWebhook))
+	r.GET("/admin/v1/projects/{id}/webhooks", a("admin_list_webhooks", s.adminListWebhooks))
+	r.GET("/admin/v1/projects/{id}/webhooks/{webhook_id}", a("admin_get_webhook", s.adminGetWebhook))
+	r.PUT("/admin/v1/projects/{id}/webhooks/{webhook_id}", a("admin_put_webhook", s.adminUpdateWebhook))
+	r.DELETE("/admin/v1/projects/{id}/webhooks/{webhook_id}", a("admin_delete_webhook", s.adminDeleteWebhook))
+	r.POST("/admin/v1/projects/{id}/webhooks/{webhook_id}/rotate-secret", a("admin_rotate_webhook_secret", s.adminRotateWebhookSecret))
+	r.POST("/admin/v1/projects/{id}/webhooks/{webhook_id}/test", a("admin_test_webhook", s.adminTestWebhook))
+	r.GET("/admin/v1/projects/{id}/webhooks/{webhook_id}/deliveries", a("admin_list_deliveries", s.adminListDeliveries))
+	r.POST("/admin/v1/projects/{id}/webhooks/{webhook_id}/deliveries/{delivery_id}/replay", a("admin_replay_delivery", s.adminReplayDelivery))
+	r.POST("/admin/v1/projects/{id}/alerts", a("admin_create_alert", s.adminCreateAlert))
+	r.GET("/admin/v1/projects/{id}/alerts", a("admin_list_alerts", s.adminListAlerts))
+	r.GET("/admin/v1/projects/{id}/alerts/{alert_id}", a("admin_get_alert", s.adminGetAlert))
+	r.PUT("/admin/v1/projects/{id}/alerts/{alert_id}", a("admin_put_alert", s.adminUpdateAlert))
+	r.DELETE("/admin/v1/projects/{id}/alerts/{alert_id}", a("admin_delete_alert", s.adminDeleteAlert))
+	// The web dashboard: pages, login/logout/session, and its analytics and live-feed reads (dashboard.go).
+	s.dashboardRoutes(r, a)
 	return r
 }
 
-// adminAuth checks the admin bearer token in constant time.
+// adminAuth checks the admin bearer token in constant time. A request
+// without an Authorization header may instead carry a dashboard session
+// cookie; it then also has to pass the same-origin and CSRF checks
+// (sessionAuth in session.go).
 func (s *Server) adminAuth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		tok := apiKeyHeaderOnly(ctx)
+		if tok == nil && len(ctx.Request.Header.Peek("Authorization")) == 0 && len(ctx.Request.Header.Cookie(cookieName(ctx))) > 0 {
+			if fail := s.sessionAuth(ctx); fail != nil {
+				writeError(ctx, fail)
+				return
+			}
+			h(ctx)
+			return
+		}
 		if len(s.adminToken) == 0 || subtle.ConstantTimeCompare(tok, s.adminToken) != 1 {
 			writeError(ctx, newError(fasthttp.StatusUnauthorized, codeUnauthorized, "Invalid or missing admin token"))
 			return

@@ -376,3 +376,17 @@ func mustJSON(t testing.TB, v any) string {
 	}
 	return string(b)
 }
+
+// A SIGTERM that arrives right after "eventd listening" still stops cleanly.
+func TestSIGTERMRightAfterStart(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	for i := 0; i < 5; i++ {
+		if i > 0 {
+			s.Restart()
+		}
+		if err := s.Stop(); err != nil {
+			t.Fatalf("start %d: SIGTERM right after start: %v\n%s", i+1, err, s.Logs())
+		}
+	}
+}

@@ -16,9 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/eventd/eventd/engine"
 	"github.com/eventd/eventd/engine/ids"
 	eventdhttp "github.com/eventd/eventd/http"
+	"github.com/eventd/eventd/storage/vfsdelay"
 )
 
 type serveConfig struct {
@@ -26,6 +29,9 @@ type serveConfig struct {
 	shards                                                                      int
 	streamPing, streamPong                                                      time.Duration
 	streamQueue                                                                 int
+	sessionIdle                                                                 time.Duration
+	fsyncDelay                                                                  time.Duration
+	webhooksAllowPrivate                                                        bool
 }
 
 func serve(args []string) error {
@@ -43,6 +49,9 @@ func serve(args []string) error {
 	fs.DurationVar(&c.streamPing, "stream-ping", eventdhttp.DefaultStreamPing, "interval of /stream pings")
 	fs.IntVar(&c.streamQueue, "stream-queue", eventdhttp.DefaultStreamQueue, "events a /stream subscriber may have queued before it is closed as a slow consumer")
 	fs.DurationVar(&c.streamPong, "stream-pong", eventdhttp.DefaultStreamPong, "close a /stream connection after this long without a pong")
+	fs.DurationVar(&c.sessionIdle, "session-idle", eventdhttp.DefaultSessionIdle, "end a dashboard session after this long without a request")
+	fs.DurationVar(&c.fsyncDelay, "fsync-delay", 0, "benchmarks only: add this delay to every fsync, to emulate a slower disk")
+	fs.BoolVar(&c.webhooksAllowPrivate, "webhooks-allow-private", false, "let live-environment webhooks reach private, loopback and link-local addresses (SSRF guard off)")
 	if err := envFlags(fs); err != nil {
 		return err
 	}
@@ -53,6 +62,12 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Catch SIGTERM/SIGINT from the start: one that arrives while the store
+	// opens or just after "eventd listening" must still stop cleanly (exit 0)
+	// instead of killing the process with the default action.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
 	}
@@ -63,7 +78,12 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	eng, err := engine.Open(engine.Config{DataDir: filepath.Join(c.data, "pebble"), Shards: c.shards, Logger: log})
+	ecfg := engine.Config{DataDir: filepath.Join(c.data, "pebble"), Shards: c.shards, Logger: log,
+		WebhooksAllowPrivate: c.webhooksAllowPrivate}
+	if c.fsyncDelay > 0 {
+		ecfg.FS = vfsdelay.New(vfs.Default, c.fsyncDelay)
+	}
+	eng, err := engine.Open(ecfg)
 	if err != nil {
 		return err
 	}
@@ -73,7 +93,7 @@ func serve(args []string) error {
 		return err
 	}
 	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token,
-		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue})
+		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, SessionIdle: c.sessionIdle})
 	pub, err := listen(c.listen, c.tlsCert, c.tlsKey)
 	if err != nil {
 		_ = eng.Close()
@@ -97,8 +117,6 @@ func serve(args []string) error {
 	errc := make(chan error, 2)
 	go func() { errc <- srv.ServePublic(pub) }()
 	go func() { errc <- srv.ServeAdmin(adm) }()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	var serveErr error
 	select {
 	case s := <-sig:
