@@ -25,8 +25,15 @@ type Unsubscribe struct {
 	Sub     Subscriber
 }
 
+// AddConsumer registers an actor that is sent every *Committed as it
+// arrives (the goals actor): a plain Send to its mailbox, so it never blocks.
+type AddConsumer struct {
+	PID *actor.PID
+}
+
 // broadcaster fans committed events out to the subscribers of their dataset.
 type broadcaster struct {
+	consumers []*actor.PID
 	subs      map[uint32]map[Subscriber]struct{}
 	delivered *metrics.Counter
 	batches   *metrics.Counter
@@ -47,7 +54,12 @@ func (b *broadcaster) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *Committed:
 		b.batches.Inc()
+		for _, pid := range b.consumers {
+			ctx.Send(pid, m)
+		}
 		b.fanOut(m.Events)
+	case *AddConsumer:
+		b.consumers = append(b.consumers, m.PID)
 	case *Subscribe:
 		set := b.subs[m.Dataset]
 		if set == nil {

@@ -24,6 +24,12 @@ type KeyConfig struct {
 	Limits func() ratelimit.Limits
 	// LastUsed is the Unix ms of the last counted request, read by the admin API.
 	LastUsed *atomic.Int64
+	// Alerts returns the usage-alert rules of the key's project (rules naming
+	// other keys included: the actor skips them); nil when alerts are not wired.
+	Alerts func() []AlertRule
+	// OnAlert is told when an admitted request makes a window reach a rule's
+	// threshold; it runs in the key actor and must not block.
+	OnAlert func(UsageAlert)
 }
 
 // idemDone tells a key actor that a shard settled some of its idempotency keys.
@@ -53,6 +59,7 @@ type keyActor struct {
 	// requests that repeat one wait in waiting until it settles.
 	inflight map[string]uint64
 	waiting  map[string][]blocked
+	fired    map[string]int64 // usage-alert rule -> window period it last fired in
 }
 
 func (k *keyActor) Receive(ctx actor.Context) {
@@ -108,6 +115,9 @@ func (k *keyActor) handle(ctx actor.Context, req *Request) {
 		if rep.Allowed {
 			k.dirty = true
 			k.cfg.LastUsed.Store(req.Now.UnixMilli())
+			if req.Kind == ratelimit.Standard && k.cfg.Alerts != nil && k.cfg.OnAlert != nil {
+				k.checkAlerts(req.Now, rep.Windows)
+			}
 		}
 	}
 	if req.Snapshot {

@@ -30,6 +30,8 @@ type shard struct {
 	batch   *storage.Batch
 	pending []*commit
 	done    []CommittedEvent
+	hooks   *Webhooks     // nil: no webhooks (tests); see webhook.go
+	outbox  []outboxEvent // outbox entries in the open batch
 }
 
 type shardMetrics struct {
@@ -49,11 +51,19 @@ func (s *shard) Receive(ctx actor.Context) {
 		s.batch = s.db.NewBatch()
 	}
 	now := time.Now().UnixMilli()
+	var routes []*WebhookConfig
+	if s.hooks != nil {
+		routes = s.hooks.eventRoutes(c.write.Dataset)
+	}
 	for i := range c.write.Events {
 		p := &c.write.Events[i]
 		p.Event.ID, _ = s.gen.Next()
 		p.Event.CreatedAt = c.write.ReceivedAt
 		s.batch.AddEvent(c.write.Dataset, &p.Event)
+		if len(routes) > 0 {
+			// The delivery promise commits with the event; sending is the webhook actor's.
+			s.addOutbox(routes, c.write.Dataset, &p.Event)
+		}
 		if p.IdemKey != "" {
 			s.batch.AddIdempotency(c.keyID, p.IdemKey, storage.IdemRecord{
 				Hash: p.Hash, ID: p.Event.ID, Timestamp: p.Event.Timestamp, CreatedAt: now,
@@ -78,6 +88,8 @@ func (s *shard) flush() {
 		s.m.failures.Inc()
 		s.log.Error("commit failed", "err", err, "requests", len(s.pending))
 	}
+	// Before any reply: once a client has its 201, the webhook actor holds the event.
+	s.sendOutbox(err != nil)
 	n := 0
 	for _, c := range s.pending {
 		rep := c.reply

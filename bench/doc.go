@@ -35,8 +35,9 @@
 //   - PebbleBaseline, raw Pebble batch commits with pebble.Sync of records of
 //     eventd's shape (four ~40-byte keys and a ~200-byte value per event), by
 //     as many concurrent committers as the scenario has connections, is the
-//     storage ceiling. NewSlowSyncFS adds a delay to every fsync to show what
-//     group commit is worth on slower disks.
+//     storage ceiling. PebbleOptions.FsyncDelay adds a delay to every fsync
+//     (storage/vfsdelay, the same wrapper `eventd serve --fsync-delay` uses)
+//     to show what group commit is worth on slower disks.
 //
 // The ceilings run on the same machine, in the same process tree, alternating
 // with eventd in short rounds (eventd, noop, pebble; then the reverse order),
@@ -45,4 +46,23 @@
 // ratio is eventd's mean over the ceiling's. The load generator shares the
 // machine with the server in both cases, which is why the ceilings are
 // measured through the same generator.
+//
+// # Beyond throughput
+//
+//   - Subscribers (stream.go) holds WebSocket connections to /stream and
+//     measures delivery: every ingested event carries its send time in
+//     properties.sent_ns, and receive time minus send time is recorded per
+//     message, with per-second delivery counts, close codes and
+//     reconnections (since=<last id>).
+//   - MemSampler (memory.go) follows the server's memory: VmRSS from
+//     /proc/<pid>/status of the process the bench started (eventd's /metrics
+//     has no memory gauge), the Go heap from /debug/pprof/heap?debug=1, and
+//     AnalyzeMemory fits a line to a long run to say whether it is flat.
+//   - WriteTable prints the terminal summary with each scenario's targets;
+//     Report is bench-results.json; WriteHTML renders the same data as a
+//     self-contained bench-report.html (inline SVG charts, no external
+//     requests).
+//
+// cmd/eventd-bench holds the scenarios and runs them; docs/benchmarks.md has
+// the method and the latest figures.
 package bench

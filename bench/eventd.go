@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -89,10 +90,12 @@ type Eventd struct {
 	AdminURL   string
 	AdminToken string
 	LogPath    string
-	cmd        *exec.Cmd
-	exited     chan struct{}
-	waitErr    error
-	logFile    *os.File
+	// Admin calls the server's admin API with its token.
+	Admin   *Admin
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	waitErr error
+	logFile *os.File
 }
 
 // StartEventd runs `eventd serve` on free loopback ports and waits until
@@ -121,6 +124,7 @@ func StartEventd(ctx context.Context, o EventdOptions) (*Eventd, error) {
 		exited:     make(chan struct{}),
 		logFile:    logf,
 	}
+	e.Admin = &Admin{URL: e.AdminURL, Token: e.AdminToken}
 	args := append([]string{"serve",
 		"--data", o.DataDir,
 		"--listen", listen,
@@ -188,48 +192,142 @@ type Limits struct {
 // meets them (batches get a tenth of them, still far out of reach).
 var BenchLimits = Limits{Minute: 100_000_000, Hour: 1_000_000_000, Day: 10_000_000_000}
 
-// CreateProjectKey creates a project through the admin API and a live secret
-// key in it, returning the key text (shown only once by the server).
-func (e *Eventd) CreateProjectKey(ctx context.Context, name, plan string, limits *Limits) (projectID, key string, err error) {
-	var p struct {
-		ID string `json:"id"`
-	}
+// Admin is a client of eventd's admin API (bearer token), used to set up
+// projects and keys for a run, read /metrics and fetch profiles.
+type Admin struct {
+	URL   string // base URL of the admin listener
+	Token string
+}
+
+// Project is the part of a created project the bench needs.
+type Project struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Plan string `json:"plan"`
+}
+
+// CreateProject creates a project; limits nil means the plan's own.
+func (a *Admin) CreateProject(ctx context.Context, name, plan string, limits *Limits) (*Project, error) {
+	var p Project
 	body := map[string]any{"name": name, "plan": plan}
 	if limits != nil {
 		body["limits"] = limits
 	}
-	if err := e.admin(ctx, "POST", "/admin/v1/projects", body, &p); err != nil {
-		return "", "", err
+	if err := a.call(ctx, "POST", "/admin/v1/projects", body, &p); err != nil {
+		return nil, err
 	}
 	if p.ID == "" {
-		return "", "", errors.New("create project: no id in the answer")
+		return nil, errors.New("create project: no id in the answer")
 	}
+	return &p, nil
+}
+
+// CreateKey creates a live secret key in a project and returns its text,
+// which the server shows only this once.
+func (a *Admin) CreateKey(ctx context.Context, projectID, name string) (string, error) {
 	var k struct {
 		Key string `json:"key"`
 	}
-	err = e.admin(ctx, "POST", "/admin/v1/projects/"+p.ID+"/keys",
+	err := a.call(ctx, "POST", "/admin/v1/projects/"+projectID+"/keys",
 		map[string]any{"name": name, "type": "secret", "environment": "live"}, &k)
 	if err != nil {
-		return p.ID, "", err
+		return "", err
 	}
 	if !strings.HasPrefix(k.Key, "sk_live_") {
-		return p.ID, "", fmt.Errorf("create key: unexpected key %q", k.Key)
+		return "", fmt.Errorf("create key: unexpected key %q", k.Key)
 	}
-	return p.ID, k.Key, nil
+	return k.Key, nil
 }
 
-func (e *Eventd) admin(ctx context.Context, method, path string, in, out any) error {
+// CreateKeys creates n keys in a project, a few at a time.
+func (a *Admin) CreateKeys(ctx context.Context, projectID, prefix string, n int) ([]string, error) {
+	keys := make([]string, n)
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			k, err := a.CreateKey(ctx, projectID, fmt.Sprintf("%s-%d", prefix, i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			keys[i] = k
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// CreateProjectKey creates a project through the admin API and a live secret
+// key in it, returning the key text (shown only once by the server).
+func (e *Eventd) CreateProjectKey(ctx context.Context, name, plan string, limits *Limits) (projectID, key string, err error) {
+	p, err := e.Admin.CreateProject(ctx, name, plan, limits)
+	if err != nil {
+		return "", "", err
+	}
+	key, err = e.Admin.CreateKey(ctx, p.ID, name)
+	return p.ID, key, err
+}
+
+// Get fetches an admin-listener path (e.g. /metrics) with the token.
+func (a *Admin) Get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", a.URL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		if len(b) > 200 {
+			b = b[:200]
+		}
+		return nil, fmt.Errorf("GET %s: %s: %s", path, resp.Status, bytes.TrimSpace(b))
+	}
+	return b, nil
+}
+
+// SaveProfile fetches /debug/pprof/<name>?<query> into file.
+func (a *Admin) SaveProfile(ctx context.Context, name, query, file string) error {
+	path := "/debug/pprof/" + name
+	if query != "" {
+		path += "?" + query
+	}
+	b, err := a.Get(ctx, path)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, b, 0o644)
+}
+
+func (a *Admin) call(ctx context.Context, method, path string, in, out any) error {
 	b, err := json.Marshal(in)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, e.AdminURL+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, method, a.URL+path, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+e.AdminToken)
+	req.Header.Set("Authorization", "Bearer "+a.Token)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}

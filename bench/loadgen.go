@@ -48,6 +48,18 @@ type RequestFunc func(seq uint64, req *fasthttp.Request)
 // routes that answer 201 even when some entries were rejected (batches).
 type AcceptedFunc func(resp *fasthttp.Response) int
 
+// Verdict is how a VerdictFunc judged one response.
+type Verdict struct {
+	OK       bool // counts as a success
+	Events   int  // events the response says were stored
+	Rejected int  // events refused inside a successful response
+}
+
+// VerdictFunc judges the response to request seq, for runs that mix routes
+// (a GET's 200 and a POST's 201 both succeed) or count outcomes per key. It
+// is called from many workers at once.
+type VerdictFunc func(seq uint64, resp *fasthttp.Response) Verdict
+
 // Config describes one load run. A run ends by itself at Duration or after
 // MaxRequests, whichever comes first.
 type Config struct {
@@ -74,6 +86,13 @@ type Config struct {
 	EventsPerRequest int
 	// Accepted, when set, counts the events each successful response took.
 	Accepted AcceptedFunc
+	// Verdict, when set, judges each response instead of ExpectStatus,
+	// EventsPerRequest and Accepted.
+	Verdict VerdictFunc
+	// Classes name kinds of requests (e.g. "write", "read") whose latency is
+	// also kept apart; Class maps a sequence number to an index in Classes.
+	Classes []string
+	Class   func(seq uint64) int
 	// SeqBase offsets the sequence numbers so rounds do not repeat ids.
 	SeqBase uint64
 }
@@ -101,6 +120,7 @@ type Result struct {
 	// RejectedEvents counts entries of OK responses that were not accepted.
 	RejectedEvents uint64
 	Statuses       map[int]uint64    // every response status
+	FailedStatuses map[int]uint64    // statuses of the responses that did not succeed
 	Errors         map[string]uint64 // failures without a response, by kind
 	BytesSent      uint64            // on the wire, headers included
 	BytesReceived  uint64
@@ -108,6 +128,26 @@ type Result struct {
 	Latency        Histogram
 	Service        Histogram
 	PerSecond      []Sample
+	// Classes holds per-class latency when Config.Classes was set.
+	Classes []*ClassResult
+	// Started is when the run began, for charts that place rounds in time.
+	Started time.Time
+	// Stream is filled by runs with /stream subscribers attached.
+	Stream *StreamResult
+	// ServerCPU is the CPU time the server process used during the run
+	// (HasServerCPU says whether it could be read); ClientCPU is the load
+	// generator's. Both are set by a CPUMeter.
+	ServerCPU    time.Duration
+	HasServerCPU bool
+	ClientCPU    time.Duration
+}
+
+// ClassResult is one class of requests within a run.
+type ClassResult struct {
+	Name     string
+	Requests uint64
+	OK       uint64
+	Latency  Histogram
 }
 
 // RequestsPerSec is the rate of successful requests, the figure compared
@@ -225,6 +265,9 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	if cfg.Mode == OpenLoop && cfg.Rate <= 0 {
 		return nil, errors.New("bench: open loop needs Config.Rate > 0")
 	}
+	if len(cfg.Classes) > 0 && cfg.Class == nil {
+		return nil, errors.New("bench: Config.Classes needs Config.Class")
+	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
@@ -317,6 +360,8 @@ type workerStats struct {
 	lat, svc       Histogram
 	status         [600]uint64
 	otherStatus    map[int]uint64
+	failStatus     map[int]uint64
+	classes        []ClassResult
 	errs           map[string]uint64
 	requests, ok   uint64
 	events, reject uint64
@@ -364,6 +409,9 @@ func (g *Generator) Run(ctx context.Context) (*Result, error) {
 	var wg sync.WaitGroup
 	for w := range stats {
 		st := &workerStats{perSec: make([]Sample, 0, slots)}
+		if n := len(g.cfg.Classes); n > 0 {
+			st.classes = make([]ClassResult, n)
+		}
 		stats[w] = st
 		wg.Add(1)
 		go func() {
@@ -378,6 +426,7 @@ func (g *Generator) Run(ctx context.Context) (*Result, error) {
 	wg.Wait()
 	res := g.collect(stats)
 	res.Elapsed = g.clock.Now().Sub(start)
+	res.Started = start
 	return res, ctx.Err()
 }
 
@@ -448,6 +497,14 @@ func (g *Generator) send(start time.Time, seq uint64, intended, t0 time.Time, re
 	st.lat.Record(t1.Sub(intended))
 	st.svc.Record(t1.Sub(t0))
 	st.requests++
+	var class *ClassResult
+	if st.classes != nil {
+		if c := g.cfg.Class(seq); c >= 0 && c < len(st.classes) {
+			class = &st.classes[c]
+			class.Requests++
+			class.Latency.Record(t1.Sub(intended))
+		}
+	}
 	sample := st.second(int(t1.Sub(start) / time.Second))
 	sample.Requests++
 	g.done.Add(1)
@@ -464,33 +521,54 @@ func (g *Generator) send(start time.Time, seq uint64, intended, t0 time.Time, re
 		}
 		st.otherStatus[code]++
 	}
-	if code != g.cfg.ExpectStatus {
+	v := g.judge(seq, code, resp)
+	if !v.OK {
+		if st.failStatus == nil {
+			st.failStatus = make(map[int]uint64)
+		}
+		st.failStatus[code]++
 		return
 	}
 	st.ok++
 	sample.OK++
 	g.ok.Add(1)
+	if class != nil {
+		class.OK++
+	}
+	ev := max(v.Events, 0)
+	st.events += uint64(ev)
+	sample.Events += uint64(ev)
+	st.reject += uint64(max(v.Rejected, 0))
+}
+
+// judge applies Config.Verdict, or else ExpectStatus and Accepted.
+func (g *Generator) judge(seq uint64, code int, resp *fasthttp.Response) Verdict {
+	if g.cfg.Verdict != nil {
+		return g.cfg.Verdict(seq, resp)
+	}
+	if code != g.cfg.ExpectStatus {
+		return Verdict{}
+	}
 	ev := g.cfg.EventsPerRequest
 	if g.cfg.Accepted != nil {
 		ev = g.cfg.Accepted(resp)
 	}
-	ev = max(ev, 0)
-	st.events += uint64(ev)
-	sample.Events += uint64(ev)
-	if ev < g.cfg.EventsPerRequest {
-		st.reject += uint64(g.cfg.EventsPerRequest - ev)
-	}
+	return Verdict{OK: true, Events: ev, Rejected: max(g.cfg.EventsPerRequest-ev, 0)}
 }
 
 func (g *Generator) collect(stats []*workerStats) *Result {
 	res := &Result{
-		Mode:     g.cfg.Mode,
-		Conns:    g.cfg.Conns,
-		Rate:     g.cfg.Rate,
-		Expect:   g.cfg.ExpectStatus,
-		Statuses: make(map[int]uint64),
-		Errors:   make(map[string]uint64),
-		Dials:    g.dials.Load(),
+		Mode:           g.cfg.Mode,
+		Conns:          g.cfg.Conns,
+		Rate:           g.cfg.Rate,
+		Expect:         g.cfg.ExpectStatus,
+		Statuses:       make(map[int]uint64),
+		FailedStatuses: make(map[int]uint64),
+		Errors:         make(map[string]uint64),
+		Dials:          g.dials.Load(),
+	}
+	for _, name := range g.cfg.Classes {
+		res.Classes = append(res.Classes, &ClassResult{Name: name})
 	}
 	for _, st := range stats {
 		res.Latency.Merge(&st.lat)
@@ -506,6 +584,15 @@ func (g *Generator) collect(stats []*workerStats) *Result {
 		}
 		for code, n := range st.otherStatus {
 			res.Statuses[code] += n
+		}
+		for code, n := range st.failStatus {
+			res.FailedStatuses[code] += n
+		}
+		for i := range st.classes {
+			c := res.Classes[i]
+			c.Requests += st.classes[i].Requests
+			c.OK += st.classes[i].OK
+			c.Latency.Merge(&st.classes[i].Latency)
 		}
 		for k, n := range st.errs {
 			res.Errors[k] += n

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -470,5 +472,100 @@ func TestRequestFactoriesDoNotAllocate(t *testing.T) {
 		if n > 0 {
 			t.Errorf("%s: %v allocations per request", name, n)
 		}
+	}
+}
+
+func TestVerdictAndClasses(t *testing.T) {
+	// Even sequence numbers are "reads" answered 200, odd ones "writes"
+	// answered 201 that store 2 events and refuse 1; the fake server answers
+	// 200 to everything, so the writes fail and must show up as failed 200s.
+	cfg := Config{Mode: ClosedLoop, Conns: 1, MaxRequests: 10,
+		Classes: []string{"read", "write"}, Class: func(seq uint64) int { return int(seq % 2) },
+		Verdict: func(seq uint64, resp *fasthttp.Response) Verdict {
+			if seq%2 == 0 {
+				return Verdict{OK: resp.StatusCode() == 200}
+			}
+			return Verdict{OK: resp.StatusCode() == 201, Events: 2, Rejected: 1}
+		}}
+	g, _ := fakeGenerator(t, cfg, time.Millisecond, 200)
+	res, err := g.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 5 || res.Events != 0 || res.FailedStatuses[200] != 5 || res.Statuses[200] != 10 {
+		t.Errorf("ok %d events %d failed %v statuses %v", res.OK, res.Events, res.FailedStatuses, res.Statuses)
+	}
+	if len(res.Classes) != 2 || res.Classes[0].Requests != 5 || res.Classes[0].OK != 5 || res.Classes[1].OK != 0 ||
+		res.Classes[1].Latency.Count() != 5 {
+		t.Errorf("classes %+v %+v", res.Classes[0], res.Classes[1])
+	}
+	if b := Breakdown(res); b != "5 of 10 requests failed: 5×200" {
+		t.Errorf("breakdown %q", b)
+	}
+	g, _ = fakeGenerator(t, cfg, time.Millisecond, 201)
+	res, _ = g.Run(context.Background())
+	if res.OK != 5 || res.Events != 10 || res.RejectedEvents != 5 {
+		t.Errorf("writes: ok %d events %d rejected %d", res.OK, res.Events, res.RejectedEvents)
+	}
+	if _, err := NewGenerator(Config{Target: "http://x:1", Request: func(uint64, *fasthttp.Request) {}, Conns: 1,
+		Duration: time.Second, Classes: []string{"a"}}); err == nil {
+		t.Error("Classes without Class accepted")
+	}
+}
+
+func TestEventRequestKeysSpreadsKeys(t *testing.T) {
+	f := EventRequestKeys("/events", []string{"k0", "k1", "k2"}, NewTemplate(`{"event":"e","n":{n}}`))
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	for seq := uint64(0); seq < 6; seq++ {
+		req.Reset()
+		f(seq, req)
+		if want := fmt.Sprintf("Bearer k%d", seq%3); string(req.Header.Peek("Authorization")) != want {
+			t.Errorf("seq %d: %s", seq, req.Header.Peek("Authorization"))
+		}
+	}
+}
+
+func TestBackfillRequest(t *testing.T) {
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	to := from.Add(30 * 24 * time.Hour)
+	f := BackfillRequest("/events/batch", "k", 100, 1000, from, to, 50)
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	names := map[string]int{}
+	var last time.Time
+	for seq := uint64(0); seq < 10; seq++ {
+		req.Reset()
+		f(seq, req)
+		var body struct {
+			Events []struct {
+				Event      string         `json:"event"`
+				VisitorID  string         `json:"visitor_id"`
+				Timestamp  time.Time      `json:"timestamp"`
+				Properties map[string]any `json:"properties"`
+			} `json:"events"`
+		}
+		if err := json.Unmarshal(req.Body(), &body); err != nil {
+			t.Fatalf("%v: %s", err, req.Body())
+		}
+		if len(body.Events) != 100 {
+			t.Fatalf("%d events", len(body.Events))
+		}
+		for _, ev := range body.Events {
+			if ev.Timestamp.Before(from) || !ev.Timestamp.Before(to) || ev.Timestamp.Before(last) {
+				t.Fatalf("timestamp %v out of order or range", ev.Timestamp)
+			}
+			last = ev.Timestamp
+			names[ev.Event]++
+			if a, ok := ev.Properties["amount"].(float64); !ok || a <= 0 {
+				t.Fatalf("amount %v", ev.Properties["amount"])
+			}
+		}
+	}
+	if last.Sub(from) < 29*24*time.Hour {
+		t.Errorf("last event at %v: the month is not covered", last)
+	}
+	if names["page_view"] < 400 || names["page_view"] > 600 || names["click"] < names["signup"] || len(names) < 6 {
+		t.Errorf("names %v", names)
 	}
 }

@@ -24,6 +24,7 @@ type NoopServer struct {
 var (
 	noopEvent   = []byte(`{"id":"evt_01JH0000000000000000000000","event":"purchase","status":"accepted","timestamp":"2026-01-15T10:30:00.000Z"}`)
 	noopHealth  = []byte(`{"status":"ok"}`)
+	noopList    = []byte(`{"data":[],"total":0,"limit":20,"offset":0,"has_more":false}`)
 	noopBatchA  = []byte(`{"accepted":`)
 	noopBatchB  = []byte(`,"rejected":0,"results":[]}`)
 	eventMarker = []byte(`"event":`)
@@ -31,13 +32,18 @@ var (
 
 // NoopHandler answers like eventd's ingest routes without doing their work.
 // A batch is answered with an accepted count (one cheap scan of the body) so
-// the generator's event accounting works against it unchanged.
+// the generator's event accounting works against it unchanged; any other GET
+// gets 200 with a small body, as eventd's reads would.
 func NoopHandler(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("application/json")
-	switch string(ctx.Path()) {
-	case "/healthz":
+	switch path := string(ctx.Path()); {
+	case path == "/healthz":
 		ctx.SetBody(noopHealth)
-	case "/events/batch":
+	case ctx.IsGet() && path == "/events":
+		ctx.SetBody(noopList)
+	case ctx.IsGet():
+		ctx.SetBody(noopEvent)
+	case path == "/events/batch":
 		ctx.SetStatusCode(fasthttp.StatusCreated)
 		var num [20]byte
 		n := bytes.Count(ctx.PostBody(), eventMarker)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/eventd/eventd/storage/vfsdelay"
 )
 
 // PebbleOptions opens the storage baseline.
@@ -49,7 +51,7 @@ func OpenPebbleBaseline(o PebbleOptions) (*PebbleBaseline, error) {
 	}
 	var fs vfs.FS = vfs.Default
 	if o.FsyncDelay > 0 {
-		fs = NewSlowSyncFS(fs, o.FsyncDelay)
+		fs = vfsdelay.New(fs, o.FsyncDelay)
 	}
 	// The same tuning as eventd's storage (storage/db.go, not imported: the
 	// bench is a client), so both stores stall and compact alike.
@@ -138,6 +140,7 @@ func (b *PebbleBaseline) Run(ctx context.Context, r PebbleRun) (*Result, error) 
 		Mode:     ClosedLoop,
 		Conns:    r.Committers,
 		Elapsed:  time.Since(start),
+		Started:  start,
 		Statuses: map[int]uint64{},
 		Errors:   map[string]uint64{},
 	}
@@ -289,59 +292,6 @@ func (p *pebbleRecord) id(n uint64) (id [26]byte) {
 		n /= 10
 	}
 	return id
-}
-
-// NewSlowSyncFS wraps fs so that every file sync takes d longer, to emulate a
-// slow disk: with group commit, throughput should fall much less than
-// 1/(fsync time) per committer.
-func NewSlowSyncFS(fs vfs.FS, d time.Duration) vfs.FS { return &slowSyncFS{FS: fs, d: d} }
-
-type slowSyncFS struct {
-	vfs.FS
-	d time.Duration
-}
-
-func (fs *slowSyncFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return fs.wrap(fs.FS.Create(name, c))
-}
-
-func (fs *slowSyncFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
-	return fs.wrap(fs.FS.OpenReadWrite(name, c, opts...))
-}
-
-func (fs *slowSyncFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	return fs.wrap(fs.FS.ReuseForWrite(oldname, newname, c))
-}
-
-func (fs *slowSyncFS) OpenDir(name string) (vfs.File, error) {
-	return fs.wrap(fs.FS.OpenDir(name))
-}
-
-// Unwrap lets vfs.Root and friends see the real file system.
-func (fs *slowSyncFS) Unwrap() vfs.FS { return fs.FS }
-
-func (fs *slowSyncFS) wrap(f vfs.File, err error) (vfs.File, error) {
-	if err != nil {
-		return nil, err
-	}
-	return &slowSyncFile{File: f, d: fs.d}, nil
-}
-
-// slowSyncFile delays the durable syncs a commit waits for; SyncTo, which
-// only starts write-back of sstables in the background, keeps its speed.
-type slowSyncFile struct {
-	vfs.File
-	d time.Duration
-}
-
-func (f *slowSyncFile) Sync() error {
-	time.Sleep(f.d)
-	return f.File.Sync()
-}
-
-func (f *slowSyncFile) SyncData() error {
-	time.Sleep(f.d)
-	return f.File.SyncData()
 }
 
 // quietLogger keeps Pebble's informational lines out of the bench's table

@@ -56,22 +56,3 @@ func TestPebbleBaselineCommits(t *testing.T) {
 		}
 	}
 }
-
-func TestSlowSyncFSDelaysSyncs(t *testing.T) {
-	// The wrapper's delay must sit on the commit path: with one committer
-	// and a delay, every commit takes at least the delay. A lower bound only,
-	// so the test does not depend on the machine's speed.
-	const delay = 20 * time.Millisecond
-	b, err := OpenPebbleBaseline(PebbleOptions{Dir: t.TempDir(), FsyncDelay: delay})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	res, err := b.Run(context.Background(), PebbleRun{Committers: 1, EventsPerCommit: 1, MaxEvents: 5, Duration: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.OK != 5 || res.Latency.Min() < delay {
-		t.Errorf("commits %d, fastest %v, want ≥ %v", res.OK, res.Latency.Min(), delay)
-	}
-}

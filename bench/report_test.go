@@ -111,7 +111,7 @@ func TestWriteTableAndJSON(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	j := ScenarioJSON(sc)
+	j := ScenarioJSON(sc, time.Time{})
 	if j.Unit != UnitRequests || j.Eventd == nil || j.Eventd.Statuses["500"] != 10 || len(j.Ceilings) != 2 ||
 		j.Ceilings[0].Ratio != 0.5 || len(j.Eventd.Rounds) != 1 || len(j.Eventd.Histogram) == 0 {
 		t.Errorf("json %+v", j)

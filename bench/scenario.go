@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -74,6 +75,22 @@ func EventRequest(path, key string, tmpl *Template) RequestFunc {
 	}
 }
 
+// EventRequestKeys posts one event per request like EventRequest, request
+// seq using key seq % len(keys), so the load spreads evenly over the keys.
+func EventRequestKeys(path string, keys []string, tmpl *Template) RequestFunc {
+	auths := make([]string, len(keys))
+	for i, k := range keys {
+		auths[i] = "Bearer " + k
+	}
+	return func(seq uint64, req *fasthttp.Request) {
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.SetRequestURI(path)
+		req.Header.SetContentType("application/json")
+		req.Header.Set(fasthttp.HeaderAuthorization, auths[seq%uint64(len(auths))])
+		tmpl.AppendBody(req, seq)
+	}
+}
+
 // BatchRequest posts size events per request to path (POST /events/batch);
 // event j of request seq gets number seq*size+j, so no two events share a
 // visitor id within a run.
@@ -94,6 +111,62 @@ func BatchRequest(path, key string, tmpl *Template, size int) RequestFunc {
 				req.AppendBody(comma)
 			}
 			tmpl.AppendBody(req, base+uint64(j))
+		}
+		req.AppendBody(closing)
+	}
+}
+
+// BackfillNames are the event names of the analytics data set, with
+// skewed frequencies (name i gets about twice as many events as name i+1),
+// so a breakdown has a clear order.
+var BackfillNames = []string{"page_view", "click", "signup", "add_to_cart", "checkout", "purchase", "refund", "invite"}
+
+// backfillName picks the name of event k: half are the first name, a quarter
+// the second, and so on.
+func backfillName(k uint64) string {
+	h := k * 0x9E3779B97F4A7C15
+	i := 0
+	for i < len(BackfillNames)-1 && h&(1<<uint(63-i)) == 0 {
+		i++
+	}
+	return BackfillNames[i]
+}
+
+// BackfillRequest posts batches of size events whose timestamps spread
+// evenly over [from, to): event k (k = seq*size + j, modulo total) is at
+// from + k·(to-from)/total, with one of BackfillNames and one of visitors
+// visitor ids, so analytics has a month of data to read.
+func BackfillRequest(path, key string, size int, total uint64, from, to time.Time, visitors uint64) RequestFunc {
+	auth := "Bearer " + key
+	span := to.Sub(from)
+	open := []byte(`{"events":[`)
+	closing := []byte(`]}`)
+	return func(seq uint64, req *fasthttp.Request) {
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.SetRequestURI(path)
+		req.Header.SetContentType("application/json")
+		req.Header.Set(fasthttp.HeaderAuthorization, auth)
+		req.AppendBody(open)
+		var buf [256]byte
+		for j := 0; j < size; j++ {
+			k := (seq*uint64(size) + uint64(j)) % total
+			ts := from.Add(time.Duration(float64(span) * float64(k) / float64(total))).UTC()
+			b := buf[:0]
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"event":"`...)
+			b = append(b, backfillName(k)...)
+			b = append(b, `","visitor_id":"v_`...)
+			b = strconv.AppendUint(b, k%visitors, 10)
+			b = append(b, `","timestamp":"`...)
+			b = ts.AppendFormat(b, "2006-01-02T15:04:05.000Z")
+			b = append(b, `","properties":{"amount":`...)
+			b = strconv.AppendUint(b, 1+k%200, 10)
+			b = append(b, `,"plan":"`...)
+			b = append(b, [...]string{"free", "pro", "team"}[k%3]...)
+			b = append(b, `"}}`...)
+			req.AppendBody(b)
 		}
 		req.AppendBody(closing)
 	}

@@ -89,6 +89,7 @@ var wantRoutes = []string{
 	"GET /admin/v1/projects/{}/webhooks/{}/deliveries",
 	"POST /admin/v1/projects/{}/webhooks/{}/deliveries/{}/replay",
 	"POST /admin/v1/projects/{}/webhooks/{}/test",
+	"POST /admin/v1/projects/{}/webhooks/{}/rotate-secret",
 	"POST /admin/v1/projects/{}/alerts",
 	"GET /admin/v1/projects/{}/alerts",
 	"GET /admin/v1/projects/{}/alerts/{}",

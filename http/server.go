@@ -37,6 +37,8 @@ type Config struct {
 	StreamPing  time.Duration
 	StreamPong  time.Duration
 	StreamQueue int
+	// SessionIdle ends a dashboard session after this long without a request; zero means DefaultSessionIdle.
+	SessionIdle time.Duration
 }
 
 // Server holds the public and the admin fasthttp servers.
@@ -60,6 +62,8 @@ type Server struct {
 	streamPing  time.Duration
 	streamPong  time.Duration
 	streamQueue int
+
+	dash *dashboard
 }
 
 // New builds both servers; call Serve with listeners to start them.
@@ -92,6 +96,7 @@ func New(cfg Config) *Server {
 	cfg.Engine.OnDrained(func() { s.streams.closeAll(10 * time.Second) })
 	s.inflight = s.metrics.Gauge("eventd_http_inflight_requests", "HTTP requests being served.", "")
 	s.panics = s.metrics.Counter("eventd_http_panics_total", "Handler panics recovered.", "")
+	s.dash = newDashboard(cfg.SessionIdle)
 	s.publicRouter, s.adminRouter = s.publicRoutes(), s.adminRoutes()
 	s.public = s.newServer("eventd-public", s.publicRouter.Handler)
 	s.admin = s.newServer("eventd-admin", s.adminRouter.Handler)

@@ -16,6 +16,10 @@
 //	I len keyID idemKey     -> idempotency record
 //	R keyID                 -> rate-limit windows of a key
 //	X kind 0x00 id          -> configuration record (JSON owned by the engine)
+//	O id len whID           -> ds       webhook outbox: event waiting for an event.created delivery (outbox.go)
+//	P msg len whID          -> due step delivery not yet delivered: next attempt and failed attempts
+//	D len whID msg          -> delivery  delivery log record (JSON owned by the webhook actor)
+//	A len alert alert start len key key -> firing  a usage alert fired for a key in a window period
 //
 // ds is a uint32 dataset number (one per project and environment), ts a Unix
 // millisecond timestamp as uint64, id the 16 bytes of an event id.

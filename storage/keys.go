@@ -16,6 +16,12 @@ const (
 	prefixWindows  = 'R'
 	prefixConfig   = 'X'
 	datasetPrefLen = 5 // prefix byte + uint32 dataset
+
+	// Webhooks and usage alerts (outbox.go); none starts with a dataset.
+	prefixOutbox   = 'O'
+	prefixPending  = 'P'
+	prefixDelivery = 'D'
+	prefixAlert    = 'A'
 )
 
 // datasetPrefixes are the prefixes whose keys start with a dataset number:

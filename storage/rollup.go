@@ -17,11 +17,6 @@ import (
 const (
 	prefixRollup = 'U'
 	prefixGoal   = 'G'
-
-	// prefixSum and prefixUnique are the names datasetPrefixes (keys.go)
-	// lists; sums and sketches share one value under prefixRollup.
-	prefixSum    = prefixRollup
-	prefixUnique = prefixRollup
 )
 
 // Bounds on what one event adds to the rollups, so a wide event cannot make
@@ -128,15 +123,12 @@ type rollupValueMerger struct {
 	hasSketch bool
 }
 
+// MergeNewer folds in an operand; order does not matter for sums and sketches.
 func (m *rollupValueMerger) MergeNewer(value []byte) error {
-	var in []propSum
-	rest, err := eachRollupProp(value, func(name []byte, s sumValue) {
-		in = append(in, propSum{name: string(name), v: s})
-	})
+	rest, err := eachRollupProp(value, m.addProp)
 	if err != nil {
 		return err
 	}
-	m.props = mergeProps(m.props, in)
 	if len(rest) > 0 {
 		m.hasSketch = true
 		return m.sketch.MergeEncoded(rest)
@@ -144,8 +136,27 @@ func (m *rollupValueMerger) MergeNewer(value []byte) error {
 	return nil
 }
 
+// addProp adds one property in place: operands mostly repeat the names
+// already held, so merging them allocates nothing.
+func (m *rollupValueMerger) addProp(name []byte, s sumValue) {
+	i, found := slices.BinarySearchFunc(m.props, name, func(p propSum, n []byte) int { return strings.Compare(p.name, string(n)) })
+	if found {
+		m.props[i].v.merge(s)
+		return
+	}
+	if len(m.props) >= MaxBucketProperties {
+		if i == len(m.props) {
+			return // larger than every kept name
+		}
+		m.props = m.props[:len(m.props)-1]
+	}
+	m.props = slices.Insert(m.props, i, propSum{name: string(name), v: s})
+}
+
+// MergeOlder is MergeNewer: the operator is commutative.
 func (m *rollupValueMerger) MergeOlder(value []byte) error { return m.MergeNewer(value) }
 
+// Finish encodes the merged value.
 func (m *rollupValueMerger) Finish(bool) ([]byte, io.Closer, error) {
 	var sk func([]byte) []byte
 	if m.hasSketch {

@@ -1,7 +1,8 @@
 package storage
 
 import (
-		"math"
+	"encoding/binary"
+	"math"
 	"math/bits"
 	"slices"
 )
@@ -188,30 +189,15 @@ func (s *Sketch) MergeEncoded(p []byte) error {
 		if len(body)%3 != 0 {
 			return errCorrupt
 		}
-		n := len(body) / 3
-		if s.dense == nil && len(s.sparse)+len(s.pending)+n > hllSparseMax {
-			s.toDense()
-		}
-		if s.dense != nil {
-			for i := 0; i < len(body); i += 3 {
-				idx, r := uint16(body[i])<<8|uint16(body[i+1]), body[i+2]
-				if idx >= hllM || r == 0 || r > hllQ+1 {
-					return errCorrupt
-				}
-				if r > s.dense[idx] {
-					s.dense[idx] = r
-				}
-			}
-			return nil
-		}
 		for i := 0; i < len(body); i += 3 {
 			idx, r := uint32(body[i])<<8|uint32(body[i+1]), uint32(body[i+2])
 			if idx >= hllM || r == 0 || r > hllQ+1 {
 				return errCorrupt
 			}
-			s.pending = append(s.pending, idx<<8|r)
+			// Pending entries are merged every hllSparseMax additions, so
+			// folding many small operands into a large sketch stays linear.
+			s.addEntry(idx<<8 | r)
 		}
-		s.compact()
 		return nil
 	case hllDense:
 		if len(p) != 1+hllM {
@@ -220,17 +206,28 @@ func (s *Sketch) MergeEncoded(p []byte) error {
 		if s.dense == nil {
 			s.toDense()
 		}
-		for i, r := range p[1:] {
-			if r > hllQ+1 {
-				return errCorrupt
-			}
-			if r > s.dense[i] {
-				s.dense[i] = r
-			}
-		}
-		return nil
+		return maxRegisters(s.dense, p[1:])
 	}
 	return errCorrupt
+}
+
+// maxRegisters sets dst[i] = max(dst[i], src[i]) eight registers at a time:
+// ranks are below 64, so a byte-wise subtraction from (a | 0x80) never
+// borrows across bytes and its top bit tells which byte is larger. A query
+// over 30 days of dense sketches merges megabytes of registers, so this is
+// its hot loop. A rank of 64 or more in src is corruption.
+func maxRegisters(dst, src []byte) error {
+	const hi = 0x8080808080808080
+	for i := 0; i+8 <= len(src); i += 8 {
+		b := binary.LittleEndian.Uint64(src[i:])
+		if b&0xc0c0c0c0c0c0c0c0 != 0 {
+			return errCorrupt
+		}
+		a := binary.LittleEndian.Uint64(dst[i:])
+		ge := (((a | hi) - b) & hi) >> 7 * 0xff // 0xff in each byte where a >= b
+		binary.LittleEndian.PutUint64(dst[i:], a&ge|b&^ge)
+	}
+	return nil
 }
 
 // AppendEncoded appends the stored form of s: a tag byte, then 3 bytes
@@ -268,7 +265,7 @@ func (s *Sketch) Estimate() float64 {
 	var c [hllQ + 2]int // registers per rank
 	if s.dense != nil {
 		for _, r := range s.dense {
-			c[r]++
+			c[min(r, hllQ+1)]++ // stored ranks are checked below 64; valid ones never exceed hllQ+1
 		}
 	} else {
 		c[0] = hllM - len(s.sparse)
@@ -349,4 +346,3 @@ func (v *sumValue) merge(o sumValue) {
 
 // Total is the sum with its compensation applied.
 func (v sumValue) total() float64 { return v.sum + v.comp }
-

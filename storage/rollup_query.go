@@ -128,8 +128,15 @@ func (r *rollupReader) scan(prefix []byte, start, end int64, fn func(v []byte) e
 	if err != nil {
 		return err
 	}
-	r.key = appendTS(append(r.key[:0], prefix...), start)
-	for ok := it.SeekGE(r.key); ok; ok = it.Next() {
+	// Spans of one level come in increasing order and are mostly adjacent:
+	// when the iterator already sits at or past this span's start (where the
+	// previous span left it), go on with Next instead of seeking again.
+	ok := it.Valid() && keyStart(it.Key()) >= start
+	if !ok {
+		r.key = appendTS(append(r.key[:0], prefix...), start)
+		ok = it.SeekGE(r.key)
+	}
+	for ; ok; ok = it.Next() {
 		k := it.Key()
 		if len(k) != len(prefix)+8 || keyStart(k) >= end {
 			break
@@ -340,7 +347,7 @@ type GroupQuery struct {
 	Name       string // "" for every event name
 	VisitorID  string
 	HasVisitor bool
-	From, To   int64 // inclusive Unix ms
+	From, To   int64  // inclusive Unix ms
 	GroupBy    string // top-level property whose value is the group key
 	Property   string // numeric property to sum; "" for none
 	Unique     bool
@@ -494,12 +501,12 @@ type Occurrence struct {
 
 // StepOccurrences calls fn for each event named name in [from, to] that has a
 // visitor, oldest first, from the name index alone (its value is the visitor).
-// With a visitor filter it reads that visitor's index instead. More than
-// maxScan entries (0: no bound) returns ErrScanLimit.
-func (d *DB) StepOccurrences(ds uint32, name string, visitor string, hasVisitor bool, from, to int64, maxScan int, fn func(Occurrence)) error {
+// With a visitor filter it reads that visitor's index instead. It returns the
+// number of index entries read; more than maxScan (0: no bound) returns ErrScanLimit.
+func (d *DB) StepOccurrences(ds uint32, name string, visitor string, hasVisitor bool, from, to int64, maxScan int, fn func(Occurrence)) (int, error) {
 	scanned := 0
 	if hasVisitor {
-		return d.scanIndex(visitorPrefix(nil, ds, visitor), from, to, func(ts int64, id ID, value []byte) error {
+		err := d.scanIndex(visitorPrefix(nil, ds, visitor), from, to, func(ts int64, id ID, value []byte) error {
 			if string(value) != name {
 				return nil
 			}
@@ -509,8 +516,9 @@ func (d *DB) StepOccurrences(ds uint32, name string, visitor string, hasVisitor 
 			fn(Occurrence{Timestamp: ts, ID: id, Visitor: visitor})
 			return nil
 		})
+		return scanned, err
 	}
-	return d.scanIndex(namePrefix(nil, ds, name), from, to, func(ts int64, id ID, value []byte) error {
+	err := d.scanIndex(namePrefix(nil, ds, name), from, to, func(ts int64, id ID, value []byte) error {
 		if scanned++; maxScan > 0 && scanned > maxScan {
 			return ErrScanLimit
 		}
@@ -519,6 +527,7 @@ func (d *DB) StepOccurrences(ds uint32, name string, visitor string, hasVisitor 
 		}
 		return nil
 	})
+	return scanned, err
 }
 
 // VisitorEvent is one entry of a visitor's history.

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,47 @@ import (
 
 // rDay is a UTC midnight (2024-10-04) that the rollup tests start from.
 const rDay = int64(20000) * dayMs
+
+// rDB is a store for the rollup tests, closed at cleanup unless closed before.
+type rDB struct {
+	*DB
+	dir    string
+	closed *bool
+}
+
+func rOpen(t testing.TB, dir string) rDB {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	db, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rDB{DB: db, dir: dir, closed: new(bool)}
+	t.Cleanup(func() {
+		if !*d.closed {
+			_ = db.Close()
+		}
+	})
+	return d
+}
+
+func (d rDB) reopen(t testing.TB) rDB {
+	t.Helper()
+	*d.closed = true
+	if err := d.DB.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return rOpen(t, d.dir)
+}
+
+// rID is an event id whose order follows n.
+func rID(n uint64) ID {
+	var id ID
+	binary.BigEndian.PutUint64(id[8:], n)
+	return id
+}
 
 func TestHLLErrorOn100kVisitors(t *testing.T) {
 	// The documented bound: relative standard error 1.04/sqrt(16384) = 0.81%;
@@ -312,10 +354,10 @@ type rEvent struct {
 
 // rollupModel writes random events over four days, in batches of random
 // size, and keeps them for brute-force answers.
-func rollupModel(t *testing.T, seed uint64, n int) (testDB, []rEvent) {
+func rollupModel(t *testing.T, seed uint64, n int) (rDB, []rEvent) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 7))
-	db := openTestDB(t, "")
+	db := rOpen(t, "")
 	names := []string{"view", "buy", "signup", "b"}
 	var evs []rEvent
 	id := uint64(0)
@@ -340,7 +382,7 @@ func rollupModel(t *testing.T, seed uint64, n int) (testDB, []rEvent) {
 				ev.props = fmt.Sprintf(`{"qty":%d,"amount":-%d}`, r.IntN(5), r.IntN(10))
 			}
 			evs = append(evs, ev)
-			e := Event{ID: testID(id), Name: ev.name, Timestamp: ev.ts, CreatedAt: ev.ts, Properties: []byte(ev.props),
+			e := Event{ID: rID(id), Name: ev.name, Timestamp: ev.ts, CreatedAt: ev.ts, Properties: []byte(ev.props),
 				VisitorID: ev.visitor, HasVisitor: ev.visitor != ""}
 			b.AddEvent(ev.ds, &e)
 		}
@@ -443,7 +485,7 @@ func TestAggregateMatchesRawEvents(t *testing.T) {
 }
 
 func TestEventNames(t *testing.T) {
-	db := openTestDB(t, "")
+	db := rOpen(t, "")
 	for i, name := range []string{"b", "a", "ab", "zz", "a"} {
 		commitTestEvent(t, db.DB, 3, uint64(i+1), name, "", rDay, `{}`)
 	}
@@ -458,7 +500,7 @@ func commitTestEvent(t *testing.T, db *DB, ds uint32, id uint64, name, visitor s
 	t.Helper()
 	b := db.NewBatch()
 	defer b.Close()
-	b.AddEvent(ds, &Event{ID: testID(id), Name: name, VisitorID: visitor, HasVisitor: visitor != "", Timestamp: ts, Properties: []byte(props)})
+	b.AddEvent(ds, &Event{ID: rID(id), Name: name, VisitorID: visitor, HasVisitor: visitor != "", Timestamp: ts, Properties: []byte(props)})
 	if err := b.Commit(false); err != nil {
 		t.Fatal(err)
 	}
@@ -510,22 +552,22 @@ func TestGroupByProperty(t *testing.T) {
 }
 
 func TestStepOccurrencesCarryVisitors(t *testing.T) {
-	db := openTestDB(t, "")
+	db := rOpen(t, "")
 	commitTestEvent(t, db.DB, 1, 1, "signup", "alice", rDay+1000, `{}`)
 	commitTestEvent(t, db.DB, 1, 2, "signup", "", rDay+2000, `{}`)
 	commitTestEvent(t, db.DB, 1, 3, "signup", "bob", rDay+3000, `{}`)
 	commitTestEvent(t, db.DB, 1, 4, "buy", "bob", rDay+4000, `{}`)
 	var got []string
-	err := db.StepOccurrences(1, "signup", "", false, rDay, rDay+dayMs, 0, func(o Occurrence) { got = append(got, o.Visitor) })
-	if err != nil || !slices.Equal(got, []string{"alice", "bob"}) {
+	n, err := db.StepOccurrences(1, "signup", "", false, rDay, rDay+dayMs, 0, func(o Occurrence) { got = append(got, o.Visitor) })
+	if err != nil || n != 3 || !slices.Equal(got, []string{"alice", "bob"}) {
 		t.Errorf("occurrences %v, %v", got, err)
 	}
 	got = nil
-	err = db.StepOccurrences(1, "signup", "bob", true, rDay, rDay+dayMs, 0, func(o Occurrence) { got = append(got, o.Visitor) })
+	_, err = db.StepOccurrences(1, "signup", "bob", true, rDay, rDay+dayMs, 0, func(o Occurrence) { got = append(got, o.Visitor) })
 	if err != nil || !slices.Equal(got, []string{"bob"}) {
 		t.Errorf("visitor occurrences %v, %v", got, err)
 	}
-	if err := db.StepOccurrences(1, "signup", "", false, rDay, rDay+dayMs, 2, func(Occurrence) {}); !errors.Is(err, ErrScanLimit) {
+	if _, err := db.StepOccurrences(1, "signup", "", false, rDay, rDay+dayMs, 2, func(Occurrence) {}); !errors.Is(err, ErrScanLimit) {
 		t.Errorf("limit: %v", err)
 	}
 	hist, err := db.VisitorEvents(1, "bob", rDay, rDay+dayMs, 0)
@@ -535,7 +577,7 @@ func TestStepOccurrencesCarryVisitors(t *testing.T) {
 }
 
 func TestGoalRecords(t *testing.T) {
-	db := openTestDB(t, "")
+	db := rOpen(t, "")
 	if _, ok, err := db.GoalCursor(1); ok || err != nil {
 		t.Fatalf("cursor of a fresh store: %v %v", ok, err)
 	}
@@ -549,12 +591,12 @@ func TestGoalRecords(t *testing.T) {
 		t.Errorf("InitGoalCursor overwrote the cursor: %d", IDTime(id))
 	}
 	cs := []Completion{
-		{Goal: "g1", Visitor: "alice", HasVisitor: true, Timestamp: rDay + 10, ID: testID(1)},
-		{Goal: "g1", Timestamp: rDay + 20, ID: testID(2)},
-		{Goal: "g1", Timestamp: rDay + 20, ID: testID(2)}, // the same event twice: counted once
-		{Goal: "g2", Visitor: "alice", HasVisitor: true, Timestamp: rDay + dayMs, ID: testID(3)},
+		{Goal: "g1", Visitor: "alice", HasVisitor: true, Timestamp: rDay + 10, ID: rID(1)},
+		{Goal: "g1", Timestamp: rDay + 20, ID: rID(2)},
+		{Goal: "g1", Timestamp: rDay + 20, ID: rID(2)}, // the same event twice: counted once
+		{Goal: "g2", Visitor: "alice", HasVisitor: true, Timestamp: rDay + dayMs, ID: rID(3)},
 	}
-	if err := db.RecordGoals(map[uint32]ID{1: testID(3)}, map[uint32][]Completion{1: cs}); err != nil {
+	if err := db.RecordGoals(map[uint32]ID{1: rID(3)}, map[uint32][]Completion{1: cs}); err != nil {
 		t.Fatal(err)
 	}
 	if done, _ := db.GoalCompletedBy(1, "g1", "alice"); !done {
@@ -573,7 +615,7 @@ func TestGoalRecords(t *testing.T) {
 	if c, _, _ := db.CountCompletions(1, "g1", rDay+11, rDay+dayMs); c != 1 {
 		t.Errorf("range excludes the first completion: got %d", c)
 	}
-	if id, _, _ := db.GoalCursor(1); id != testID(3) {
+	if id, _, _ := db.GoalCursor(1); id != rID(3) {
 		t.Errorf("cursor not advanced")
 	}
 	if err := db.DeleteGoalData("g1", 1, 2); err != nil {
@@ -587,5 +629,27 @@ func TestGoalRecords(t *testing.T) {
 	}
 	if IDTime(IDAt(123456789)) != 123456789 {
 		t.Errorf("IDAt/IDTime do not round-trip")
+	}
+}
+
+func TestMaxRegistersMatchesBytewiseMax(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 50 {
+		a, b := make([]byte, hllM), make([]byte, hllM)
+		for i := range a {
+			a[i], b[i] = byte(r.IntN(hllQ+2)), byte(r.IntN(hllQ+2))
+		}
+		want := make([]byte, hllM)
+		for i := range want {
+			want[i] = max(a[i], b[i])
+		}
+		if err := maxRegisters(a, b); err != nil || !bytes.Equal(a, want) {
+			t.Fatalf("maxRegisters differs from a byte-wise max (%v)", err)
+		}
+	}
+	bad := make([]byte, hllM)
+	bad[hllM-1] = 64
+	if err := maxRegisters(make([]byte, hllM), bad); !errors.Is(err, errCorrupt) {
+		t.Errorf("rank 64 accepted: %v", err)
 	}
 }

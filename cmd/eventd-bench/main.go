@@ -1,15 +1,20 @@
 // Command eventd-bench measures eventd against its ceilings on this machine:
 // a no-op fasthttp server (the HTTP ceiling) and raw Pebble commits with Sync
 // (the storage ceiling), alternating with eventd in short rounds so that
-// machine drift cancels out, and prints a table of figures and ratios.
+// machine drift cancels out. It prints a table of figures, ratios and the
+// issue's targets, and writes bench-results.json and bench-report.html.
 //
 // By default it builds ./cmd/eventd, starts it on loopback with a fresh data
-// directory and creates an enterprise project with custom limits for the run.
-// With --target URL --key sk_... it drives a server that is already running.
+// directory and creates the projects and keys each scenario needs through
+// the admin API. With --target URL --key sk_... it drives a server that is
+// already running (with --admin-url/--admin-token for the scenarios that
+// create keys, for profiles and for memory).
 //
-//	go run ./cmd/eventd-bench                       # default set, about 2 minutes
+//	go run ./cmd/eventd-bench                       # every scenario, about 2 minutes
 //	go run ./cmd/eventd-bench --scenarios single --rounds 5 --duration 10s
 //	go run ./cmd/eventd-bench --fsync-delay 1ms     # emulate a cloud disk
+//	go run ./cmd/eventd-bench --pprof prof/         # CPU and allocation profiles
+//	go run ./cmd/eventd-bench --soak 10m            # is server memory flat?
 package main
 
 import (
@@ -20,13 +25,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -36,21 +43,38 @@ import (
 func main() { os.Exit(run(os.Args[1:])) }
 
 type options struct {
-	target     string
-	key        string
-	eventdBin  string
-	scenarios  string
-	duration   time.Duration
-	rounds     int
-	warmup     time.Duration
-	conns      int
-	jsonOut    string
-	fsyncDelay time.Duration
-	timeout    time.Duration
-	noopInProc bool
-	keep       bool
-	serveNoop  string
-	batchSize  int
+	target          string
+	key             string
+	adminURL        string
+	adminToken      string
+	eventdBin       string
+	eventdArgs      string
+	scenarios       string
+	scenariosSet    bool
+	duration        time.Duration
+	rounds          int
+	warmup          time.Duration
+	conns           int
+	jsonOut         string
+	htmlOut         string
+	fsyncDelay      time.Duration
+	timeout         time.Duration
+	noopInProc      bool
+	keep            bool
+	serveNoop       string
+	batchSize       int
+	pprofDir        string
+	soak            time.Duration
+	soakRate        float64
+	keys            int
+	keyLimit        int
+	openConns       int
+	rlKeys          int
+	rlLimit         int
+	streamSubs      int
+	streamRate      float64
+	analyticsEvents int
+	analyticsRate   float64
 }
 
 // hiddenFlags are for the bench's own machinery and tests, not for users.
@@ -61,16 +85,32 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("eventd-bench", flag.ContinueOnError)
 	fs.StringVar(&o.target, "target", "", "base URL of a running eventd (needs --key); empty: build and start one; \"noop\": bench a no-op server (tests the tool)")
 	fs.StringVar(&o.key, "key", "", "secret live key (sk_live_...) for --target; its project needs limits above the load")
+	fs.StringVar(&o.adminURL, "admin-url", "", "admin listener of --target (for the scenarios that create keys, --pprof and memory)")
+	fs.StringVar(&o.adminToken, "admin-token", "", "admin token of --target")
 	fs.StringVar(&o.eventdBin, "eventd-bin", "", "eventd binary to start (default: go build ./cmd/eventd from the repository)")
-	fs.StringVar(&o.scenarios, "scenarios", "single,batch", "comma-separated scenarios: "+strings.Join(scenarioNames(), ", "))
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of one round of one subject")
-	fs.IntVar(&o.rounds, "rounds", 3, "rounds per scenario; eventd and each ceiling run once per round, alternating")
+	fs.StringVar(&o.eventdArgs, "eventd-args", "", `extra flags for "eventd serve", space-separated (e.g. "--shards 8")`)
+	fs.StringVar(&o.scenarios, "scenarios", strings.Join(defaultScenarios(), ","), "comma-separated scenarios: "+strings.Join(scenarioNames(), ", ")+`; "none" for only --soak`)
+	fs.DurationVar(&o.duration, "duration", 3*time.Second, "length of one round of one subject")
+	fs.IntVar(&o.rounds, "rounds", 2, "rounds per scenario; eventd and each ceiling run once per round, alternating")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unrecorded warm-up of each subject before a scenario's first round")
-	fs.IntVar(&o.conns, "conns", 0, "connections (and Pebble committers) for every scenario; 0: the scenario's own (single 64, batch 16)")
+	fs.IntVar(&o.conns, "conns", 0, "connections (and Pebble committers) of the closed-loop scenarios; 0: each scenario's own (64, batch 16)")
 	fs.IntVar(&o.batchSize, "batch-size", 100, "events per batch request and per Pebble batch commit")
 	fs.StringVar(&o.jsonOut, "json", "bench-results.json", "results file; empty: none")
-	fs.DurationVar(&o.fsyncDelay, "fsync-delay", 0, "extra time per fsync in the Pebble ceiling (and in eventd when it has such a flag)")
+	fs.StringVar(&o.htmlOut, "html", "bench-report.html", "self-contained HTML report; empty: none")
+	fs.DurationVar(&o.fsyncDelay, "fsync-delay", 0, "extra time per fsync, in eventd (serve --fsync-delay) and in the Pebble ceiling: emulates a slower disk")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
+	fs.StringVar(&o.pprofDir, "pprof", "", "directory for the server's CPU and allocation profiles, one extra profiled run per scenario and eventd subject")
+	fs.DurationVar(&o.soak, "soak", 0, "long run that checks whether server memory stays flat (e.g. 10m); alone unless --scenarios is given too")
+	fs.Float64Var(&o.soakRate, "soak-rate", 0, "open-loop rate of the soak in requests/s; 0: closed loop, 64 connections, as fast as it goes")
+	fs.IntVar(&o.keys, "keys", 500, "enterprise scenario: number of keys")
+	fs.IntVar(&o.keyLimit, "key-limit", 2000, "enterprise scenario: requests a minute per key (the enterprise plan's limit)")
+	fs.IntVar(&o.openConns, "open-conns", 256, "open-loop scenarios: most requests in flight")
+	fs.IntVar(&o.rlKeys, "ratelimit-keys", 20, "rate-limit scenario: fresh keys per run")
+	fs.IntVar(&o.rlLimit, "ratelimit-limit", 500, "rate-limit scenario: the project's custom per-minute limit")
+	fs.IntVar(&o.streamSubs, "stream-subscribers", 100, "stream scenario: WebSocket subscribers on the dataset")
+	fs.Float64Var(&o.streamRate, "stream-rate", 5000, "stream scenario: events/s of the fixed-rate delivery-latency run")
+	fs.IntVar(&o.analyticsEvents, "analytics-events", 10_000_000, "analytics scenario: events loaded over the last 30 days before the queries")
+	fs.Float64Var(&o.analyticsRate, "analytics-rate", 200, "analytics scenario: open-loop queries/s (spread over enough keys to stay under 50 a minute each)")
 	fs.BoolVar(&o.noopInProc, "noop-inproc", false, "serve the no-op ceiling inside this process instead of a child process")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (server data, log, Pebble store)")
 	fs.StringVar(&o.serveNoop, "serve-noop", "", "")
@@ -89,9 +129,11 @@ func run(args []string) int {
 		fmt.Fprint(fs.Output(), `
 examples:
   eventd-bench                                   build, start and bench eventd (about 2 minutes)
-  eventd-bench --scenarios single --rounds 5 --duration 10s
-  eventd-bench --target http://127.0.0.1:8080 --key sk_live_...
-  eventd-bench --fsync-delay 1ms                 a slow disk for the Pebble ceiling
+  eventd-bench --scenarios single,batch --rounds 5 --duration 10s
+  eventd-bench --target http://127.0.0.1:8080 --key sk_live_... [--admin-url http://127.0.0.1:8081 --admin-token ...]
+  eventd-bench --fsync-delay 1ms                 a slow disk, for eventd and the Pebble ceiling
+  eventd-bench --pprof prof/                     save CPU and allocation profiles per scenario
+  eventd-bench --soak 10m                        memory over a long run
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -100,6 +142,11 @@ examples:
 		}
 		return 2
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "scenarios" {
+			o.scenariosSet = true
+		}
+	})
 	if o.serveNoop != "" {
 		return serveNoopChild(o.serveNoop)
 	}
@@ -109,7 +156,7 @@ examples:
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := bench1(ctx, &o); err != nil {
+	if err := benchMain(ctx, &o); err != nil {
 		fmt.Fprintln(os.Stderr, "eventd-bench:", err)
 		return 1
 	}
@@ -123,21 +170,37 @@ func (o *options) check() error {
 	if o.target != "" && o.target != "noop" && o.key == "" {
 		return errors.New("--target needs --key")
 	}
+	if (o.adminURL == "") != (o.adminToken == "") {
+		return errors.New("--admin-url and --admin-token go together")
+	}
 	if o.batchSize < 1 || o.batchSize > 100 {
 		return errors.New("--batch-size must be 1 to 100 (eventd's limit)")
+	}
+	if o.keys < 1 || o.keyLimit < 1 || o.openConns < 1 || o.rlKeys < 1 || o.rlLimit < 1 || o.streamSubs < 0 || o.streamRate <= 0 ||
+		o.analyticsEvents < 1 || o.analyticsRate <= 0 {
+		return errors.New("--keys, --key-limit, --open-conns, --ratelimit-keys, --ratelimit-limit, --stream-rate and the --analytics ones must be positive")
+	}
+	if o.soak < 0 || o.soakRate < 0 {
+		return errors.New("--soak and --soak-rate cannot be negative")
 	}
 	for _, name := range o.scenarioList() {
 		if _, ok := scenarioDefs[name]; !ok {
 			return fmt.Errorf("unknown scenario %q (have %s)", name, strings.Join(scenarioNames(), ", "))
 		}
 	}
+	if len(o.scenarioList()) == 0 && o.soak == 0 {
+		return errors.New("nothing to do: no scenarios and no --soak")
+	}
 	return nil
 }
 
 func (o *options) scenarioList() []string {
+	if o.soak > 0 && !o.scenariosSet {
+		return nil // --soak alone runs only the soak
+	}
 	var out []string
 	for _, s := range strings.Split(o.scenarios, ",") {
-		if s = strings.TrimSpace(s); s != "" {
+		if s = strings.TrimSpace(s); s != "" && s != "none" {
 			out = append(out, s)
 		}
 	}
@@ -149,10 +212,15 @@ type env struct {
 	o        *options
 	target   string
 	key      string
+	srv      *bench.Eventd // nil with --target
+	admin    *bench.Admin  // nil when the admin API is out of reach
 	noopURL  string
+	noopPID  int // the no-op child, for its CPU time; 0 in-process
 	pebble   *bench.PebbleBaseline
 	tmpl     *bench.Template
+	origin   time.Time
 	runIndex uint64
+	mem      *bench.MemSource // nil when the server's memory is out of reach
 }
 
 // seqBase gives every run its own range of sequence numbers, so visitor ids
@@ -162,46 +230,6 @@ func (e *env) seqBase() uint64 {
 	return 1_000_000_000 + e.runIndex*100_000_000
 }
 
-// subject is one thing measured in a round: eventd or a ceiling.
-type subject struct {
-	name      string
-	unit      string
-	eventsPer int // for the progress line's events/s
-	run       func(ctx context.Context, e *env, d time.Duration, p *progress) (*bench.Result, error)
-}
-
-type scenarioDef struct {
-	description string
-	build       func(e *env) (eventd subject, ceilings []subject)
-}
-
-var scenarioDefs = map[string]scenarioDef{
-	"single": {
-		description: "POST /events, one ~230-byte event per request, closed loop",
-		build: func(e *env) (subject, []subject) {
-			conns := e.conns(64)
-			req := bench.EventRequest("/events", e.key, e.tmpl)
-			return httpSubject("eventd", e.target, conns, req, 1, nil, bench.UnitRequests),
-				[]subject{
-					httpSubject("noop", e.noopURL, conns, req, 1, nil, bench.UnitRequests),
-					pebbleSubject("pebble", conns, 1, bench.UnitRequests),
-				}
-		},
-	},
-	"batch": {
-		description: "POST /events/batch of 100 events, closed loop",
-		build: func(e *env) (subject, []subject) {
-			conns := e.conns(16)
-			n := e.o.batchSize
-			req := bench.BatchRequest("/events/batch", e.key, e.tmpl, n)
-			return httpSubject("eventd", e.target, conns, req, n, bench.BatchAccepted, bench.UnitEvents),
-				[]subject{pebbleSubject("pebble", conns, n, bench.UnitEvents)}
-		},
-	},
-}
-
-func scenarioNames() []string { return []string{"single", "batch"} }
-
 func (e *env) conns(def int) int {
 	if e.o.conns > 0 {
 		return e.o.conns
@@ -209,36 +237,9 @@ func (e *env) conns(def int) int {
 	return def
 }
 
-func httpSubject(name, url string, conns int, req bench.RequestFunc, eventsPer int, accepted bench.AcceptedFunc, unit string) subject {
-	return subject{name: name, unit: unit, eventsPer: eventsPer,
-		run: func(ctx context.Context, e *env, d time.Duration, p *progress) (*bench.Result, error) {
-			g, err := bench.NewGenerator(bench.Config{
-				Target: url, Mode: bench.ClosedLoop, Conns: conns, Duration: d, Timeout: e.o.timeout,
-				Request: req, EventsPerRequest: eventsPer, Accepted: accepted, SeqBase: e.seqBase(),
-			})
-			if err != nil {
-				return nil, err
-			}
-			defer g.Close()
-			p.source(g.Progress)
-			return g.Run(ctx)
-		}}
-}
-
-func pebbleSubject(name string, committers, perCommit int, unit string) subject {
-	return subject{name: name, unit: unit, eventsPer: perCommit,
-		run: func(ctx context.Context, e *env, d time.Duration, p *progress) (*bench.Result, error) {
-			done0, ok0 := e.pebble.Progress()
-			p.source(func() (uint64, uint64) {
-				d, o := e.pebble.Progress()
-				return d - done0, o - ok0
-			})
-			return e.pebble.Run(ctx, bench.PebbleRun{Committers: committers, EventsPerCommit: perCommit, Duration: d})
-		}}
-}
-
-func bench1(ctx context.Context, o *options) error {
+func benchMain(ctx context.Context, o *options) error {
 	started := time.Now()
+	loadStart := bench.LoadAvg()
 	tmp, err := os.MkdirTemp("", "eventd-bench-")
 	if err != nil {
 		return err
@@ -248,27 +249,38 @@ func bench1(ctx context.Context, o *options) error {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	e := &env{o: o, tmpl: bench.NewTemplate(bench.EventTemplate)}
+	e := &env{o: o, tmpl: bench.NewTemplate(bench.EventTemplate), origin: started}
 	config := map[string]any{
 		"duration_s": o.duration.Seconds(), "rounds": o.rounds, "warmup_s": o.warmup.Seconds(),
 		"conns": o.conns, "batch_size": o.batchSize, "fsync_delay_ms": float64(o.fsyncDelay) / 1e6,
-		"scenarios": o.scenarioList(), "timeout_s": o.timeout.Seconds(),
+		"scenarios": o.scenarioList(), "timeout_s": o.timeout.Seconds(), "fsync": "on (every 201 is after pebble.Sync)",
+		"enterprise_keys": o.keys, "enterprise_key_limit_per_min": o.keyLimit, "open_conns": o.openConns,
+		"ratelimit_keys": o.rlKeys, "ratelimit_limit_per_min": o.rlLimit,
+		"stream_subscribers": o.streamSubs, "stream_rate": o.streamRate,
+	}
+	if slices.Contains(o.scenarioList(), "analytics") {
+		config["analytics_events"] = o.analyticsEvents
+		config["analytics_rate"] = o.analyticsRate
+	}
+	if o.soak > 0 {
+		config["soak_s"] = o.soak.Seconds()
+		config["soak_rate"] = o.soakRate
 	}
 
 	// The target.
-	var srv *bench.Eventd
 	switch o.target {
 	case "":
-		srv, e.key, err = startEventd(ctx, o, tmp, config)
+		e.srv, e.key, err = startEventd(ctx, o, tmp, config)
 		if err != nil {
 			return err
 		}
 		defer func() {
-			if err := srv.Stop(15 * time.Second); err != nil {
-				info("stopping eventd: %v (log %s)", err, srv.LogPath)
+			if err := e.srv.Stop(30 * time.Second); err != nil {
+				info("stopping eventd: %v (log %s)", err, e.srv.LogPath)
 			}
 		}()
-		e.target = srv.URL
+		e.target, e.admin = e.srv.URL, e.srv.Admin
+		e.mem = &bench.MemSource{PID: e.srv.PID(), Admin: e.admin}
 		config["target"] = "started"
 	case "noop":
 		n, err := bench.StartNoop("")
@@ -281,77 +293,101 @@ func bench1(ctx context.Context, o *options) error {
 		info("target: a no-op server at %s (testing the tool, not eventd)", n.URL)
 	default:
 		e.target = strings.TrimRight(o.target, "/")
+		e.key = o.key
 		config["target"] = e.target
 		if err := checkTarget(ctx, e.target, o.key); err != nil {
 			return err
+		}
+		if o.adminURL != "" {
+			e.admin = &bench.Admin{URL: strings.TrimRight(o.adminURL, "/"), Token: o.adminToken}
+			e.mem = &bench.MemSource{Admin: e.admin}
 		}
 		info("target: %s; the ceilings run on this machine, so ratios only mean something if eventd does too", e.target)
 	}
 
 	// The ceilings.
-	noopURL, stopNoop, err := startNoopCeiling(o.noopInProc)
+	noopURL, noopPID, stopNoop, err := startNoopCeiling(o.noopInProc)
 	if err != nil {
 		return fmt.Errorf("no-op ceiling: %w", err)
 	}
 	defer stopNoop()
-	e.noopURL = noopURL
+	e.noopURL, e.noopPID = noopURL, noopPID
 	e.pebble, err = bench.OpenPebbleBaseline(bench.PebbleOptions{Dir: filepath.Join(tmp, "pebble"), FsyncDelay: o.fsyncDelay})
 	if err != nil {
 		return fmt.Errorf("pebble ceiling: %w", err)
 	}
 	defer e.pebble.Close()
+	if o.pprofDir != "" {
+		if e.admin == nil {
+			info("note: --pprof needs the admin API (started server, or --admin-url/--admin-token); no profiles")
+		} else if err := os.MkdirAll(o.pprofDir, 0o755); err != nil {
+			return err
+		}
+	}
+
+	var sampler *bench.MemSampler
+	if e.mem != nil {
+		// RSS only: a heap profile dump every second would perturb the runs.
+		sampler = bench.StartMemSampler(e.mem, started, time.Second, 0)
+	}
+	rep := bench.Report{StartedAt: started.UTC(), Machine: bench.ThisMachine(), Config: config, LoadStart: loadStart}
+	if !slices.Contains(o.scenarioList(), "analytics") {
+		rep.NotDone = append(rep.NotDone, analyticsStatus(ctx, e))
+	}
 
 	prog := newProgress(os.Stderr)
 	defer prog.stop()
 	var results []*bench.ScenarioResult
 	for _, name := range o.scenarioList() {
-		def := scenarioDefs[name]
-		ev, ceilings := def.build(e)
-		sc := &bench.ScenarioResult{Name: name, Description: def.description,
-			Eventd: &bench.Series{Name: ev.name, Unit: ev.unit}}
-		series := map[string]*bench.Series{ev.name: sc.Eventd}
-		for _, c := range ceilings {
-			s := &bench.Series{Name: c.name, Unit: c.unit}
-			sc.Ceilings = append(sc.Ceilings, s)
-			series[c.name] = s
+		sc, skipped, err := runScenario(ctx, e, prog, name)
+		if err != nil {
+			return err
 		}
-		all := append([]subject{ev}, ceilings...)
-		if o.warmup > 0 {
-			for _, s := range all {
-				if _, err := measure(ctx, e, prog, s, o.warmup, fmt.Sprintf("%s warm-up", name)); err != nil {
-					return err
-				}
-			}
+		if skipped != "" {
+			rep.NotDone = append(rep.NotDone, name+": "+skipped)
+			prog.note("skipping %s: %s", name, skipped)
+			continue
 		}
-		for r := 0; r < o.rounds; r++ {
-			// ABBA order: which subject runs first in a round alternates, so
-			// neither always profits from a cooler machine.
-			order := all
-			if r%2 == 1 {
-				order = reversed(all)
-			}
-			for _, s := range order {
-				res, err := measure(ctx, e, prog, s, o.duration, fmt.Sprintf("%s %d/%d", name, r+1, o.rounds))
-				if err != nil {
-					return err
-				}
-				series[s.name].Add(res)
-				if srv != nil && srv.Exited() {
-					return fmt.Errorf("eventd exited during the run (log %s):\n%s", srv.LogPath, srv.LogTail(20))
-				}
-			}
+		if sampler != nil {
+			m := bench.AnalyzeMemory(bench.Between(sampler.Samples(), sc.StartS, sc.EndS), 0)
+			sc.Memory = &m
 		}
 		results = append(results, sc)
 	}
+	if o.soak > 0 {
+		sk, err := runSoak(ctx, e, prog)
+		if err != nil {
+			return err
+		}
+		rep.Soak = sk
+	}
 	prog.stop()
+	if sampler != nil {
+		rep.Memory = sampler.Stop()
+	}
 
 	fmt.Println()
-	bench.WriteTable(os.Stdout, results)
+	if len(results) > 0 {
+		bench.WriteTable(os.Stdout, results)
+	}
+	if sk := rep.Soak; sk != nil {
+		fmt.Printf("\nsoak (%s, %v): %s\n  RSS %s -> %s, peak %s; slope %s/min (Go heap in use: %s/min); %s, p99 %s\n",
+			sk.Workload, time.Duration(sk.Duration*float64(time.Second)).Round(time.Second), sk.Trend.FlatReason,
+			bench.FormatBytes(float64(sk.Trend.StartRSS)), bench.FormatBytes(float64(sk.Trend.EndRSS)),
+			bench.FormatBytes(float64(sk.Trend.PeakRSS)), bench.FormatBytes(sk.Trend.RSSSlope), bench.FormatBytes(sk.Trend.HeapSlope),
+			bench.FormatRate(sk.Load.Rate, bench.UnitRequests), bench.FormatDuration(time.Duration(sk.Load.Latency.P99Us*1e3)))
+	}
+	for _, nd := range rep.NotDone {
+		fmt.Printf("\nnot measured: %s", nd)
+	}
+	rep.LoadEnd = bench.LoadAvg()
+	rep.ElapsedS = time.Since(started).Seconds()
+	fmt.Printf("\n\nmachine: %d CPUs (%s), load average %.2f %.2f %.2f at the start, %.2f %.2f %.2f at the end\n",
+		rep.Machine.CPUs, rep.Machine.CPUModel, loadStart[0], loadStart[1], loadStart[2], rep.LoadEnd[0], rep.LoadEnd[1], rep.LoadEnd[2])
+	for _, sc := range results {
+		rep.Scenarios = append(rep.Scenarios, bench.ScenarioJSON(sc, started))
+	}
 	if o.jsonOut != "" {
-		rep := bench.Report{StartedAt: started.UTC(), Machine: bench.ThisMachine(), Config: config}
-		for _, sc := range results {
-			rep.Scenarios = append(rep.Scenarios, bench.ScenarioJSON(sc))
-		}
 		b, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
 			return err
@@ -359,20 +395,181 @@ func bench1(ctx context.Context, o *options) error {
 		if err := os.WriteFile(o.jsonOut, append(b, '\n'), 0o644); err != nil {
 			return err
 		}
-		fmt.Printf("\nresults: %s (%s total)\n", o.jsonOut, time.Since(started).Round(time.Second))
+		fmt.Printf("results: %s\n", o.jsonOut)
 	}
+	if o.htmlOut != "" {
+		f, err := os.Create(o.htmlOut)
+		if err != nil {
+			return err
+		}
+		if err := bench.WriteHTML(f, &rep); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Printf("report:  %s\n", o.htmlOut)
+	}
+	fmt.Printf("(%s total)\n", time.Since(started).Round(time.Second))
 	return nil
+}
+
+// runScenario runs one scenario's warm-up and rounds (ABBA order), then its
+// profiled runs; skipped says why a scenario could not run here.
+func runScenario(ctx context.Context, e *env, prog *progress, name string) (*bench.ScenarioResult, string, error) {
+	def := scenarioDefs[name]
+	p := def.build(e)
+	if p.needsAdmin && e.admin == nil {
+		return nil, "needs the admin API to create keys (give --admin-url and --admin-token with --target)", nil
+	}
+	if p.needsEventd && e.srv == nil && e.admin == nil {
+		return nil, "needs eventd (not the no-op target)", nil
+	}
+	sc := &bench.ScenarioResult{Name: name, Description: def.description,
+		Eventd: &bench.Series{Name: p.eventd.name, Unit: p.eventd.unit}}
+	sc.Load[0] = bench.LoadAvg()[0]
+	sc.StartS = time.Since(e.origin).Seconds()
+	if p.setup != nil {
+		if err := p.setup(ctx, prog); err != nil {
+			return nil, "", fmt.Errorf("%s: setting up: %w", name, err)
+		}
+	}
+	series := map[string]*bench.Series{p.eventd.name: sc.Eventd}
+	for _, c := range p.ceilings {
+		s := &bench.Series{Name: c.name, Unit: c.unit}
+		sc.Ceilings = append(sc.Ceilings, s)
+		series[c.name] = s
+	}
+	for _, c := range p.others {
+		s := &bench.Series{Name: c.name, Unit: c.unit}
+		sc.Others = append(sc.Others, s)
+		series[c.name] = s
+	}
+	all := append(append([]subject{p.eventd}, p.ceilings...), p.others...)
+	if e.o.warmup > 0 {
+		for _, s := range all {
+			if _, err := measure(ctx, e, prog, s, e.o.warmup, fmt.Sprintf("%s warm-up", name)); err != nil {
+				return nil, "", err
+			}
+		}
+	}
+	for r := 0; r < e.o.rounds; r++ {
+		// ABBA order: which subject runs first in a round alternates, so
+		// neither always profits from a cooler machine.
+		order := all
+		if r%2 == 1 {
+			order = reversed(all)
+		}
+		for _, s := range order {
+			res, err := measure(ctx, e, prog, s, e.o.duration, fmt.Sprintf("%s %d/%d", name, r+1, e.o.rounds))
+			if err != nil {
+				return nil, "", err
+			}
+			series[s.name].Add(res)
+			if e.srv != nil && e.srv.Exited() {
+				return nil, "", fmt.Errorf("eventd exited during the run (log %s):\n%s", e.srv.LogPath, e.srv.LogTail(20))
+			}
+		}
+	}
+	if e.o.pprofDir != "" && e.admin != nil {
+		for _, s := range all {
+			if !s.server {
+				continue
+			}
+			files, err := profileRun(ctx, e, prog, name, s)
+			if err != nil {
+				prog.note("profile of %s %s: %v", name, s.name, err)
+			}
+			sc.Profiles = append(sc.Profiles, files...)
+		}
+	}
+	if p.judge != nil {
+		p.judge(sc)
+	}
+	sc.EndS = time.Since(e.origin).Seconds()
+	sc.Load[1] = bench.LoadAvg()[0]
+	return sc, "", nil
 }
 
 // measure runs one subject once, with the progress line showing it.
 func measure(ctx context.Context, e *env, prog *progress, s subject, d time.Duration, label string) (*bench.Result, error) {
-	prog.begin(fmt.Sprintf("%-16s %-7s", label, s.name), d, s.unit, s.eventsPer)
-	res, err := s.run(ctx, e, d, prog)
-	prog.end()
+	prog.begin(fmt.Sprintf("%-18s %-22s", label, s.name), d, s.unit, s.eventsPer)
+	cpu := bench.StartCPU(s.proc(e))
+	res, err := s.run(ctx, d, prog)
+	cpu.Stop(res)
+	summary := ""
+	if res != nil {
+		rate := res.RequestsPerSec()
+		if s.unit == bench.UnitEvents {
+			rate = res.EventsPerSec()
+		}
+		summary = fmt.Sprintf("%s  p99 %s", bench.FormatRate(rate, s.unit), bench.FormatDuration(res.Latency.Percentile(99)))
+		if res.Failed() > 0 {
+			summary += fmt.Sprintf("  failed %d", res.Failed())
+		}
+		if res.Stream != nil {
+			summary += fmt.Sprintf("  delivered %s, p99 %s", bench.FormatRate(res.Stream.MessagesPerSec(), "msgs/s"),
+				bench.FormatDuration(res.Stream.Latency.Percentile(99)))
+		}
+	}
+	prog.end(summary)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", label, s.name, err)
 	}
 	return res, nil
+}
+
+var nonSlug = regexp.MustCompile(`[^a-zA-Z0-9]+`)
+
+// profileRun runs a subject once more while the server records a CPU
+// profile, and saves the allocation profile before and after; compare them
+// with go tool pprof -base.
+func profileRun(ctx context.Context, e *env, prog *progress, scenario string, s subject) ([]string, error) {
+	secs := max(int(math.Ceil(e.o.duration.Seconds())), 3)
+	base := filepath.Join(e.o.pprofDir, scenario+"-"+strings.Trim(nonSlug.ReplaceAllString(s.name, "-"), "-"))
+	files := []string{base + ".allocs.before.pprof", base + ".cpu.pprof", base + ".allocs.pprof"}
+	if err := e.admin.SaveProfile(ctx, "allocs", "", files[0]); err != nil {
+		return nil, err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- e.admin.SaveProfile(ctx, "profile", fmt.Sprintf("seconds=%d", secs), files[1]) }()
+	// The load runs a little longer than the profile so that the whole
+	// profile window is under load.
+	_, err := measure(ctx, e, prog, s, time.Duration(secs)*time.Second+700*time.Millisecond, scenario+" profile")
+	if perr := <-errc; perr != nil {
+		return nil, perr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := e.admin.SaveProfile(ctx, "allocs", "", files[2]); err != nil {
+		return files[:2], err
+	}
+	return files, nil
+}
+
+// analyticsStatus says why the analytics scenario did not run.
+func analyticsStatus(ctx context.Context, e *env) string {
+	const skipped = "analytics: not in the default set (it loads 10 million events first); run --scenarios analytics"
+	if e.key == "" || e.o.target == "noop" {
+		return skipped
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", e.target+"/analytics", nil)
+	if err != nil {
+		return skipped
+	}
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return skipped
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return "analytics: the server does not serve GET /analytics (404)"
+	}
+	return skipped
 }
 
 func reversed(s []subject) []subject {
@@ -401,7 +598,10 @@ func startEventd(ctx context.Context, o *options, tmp string, config map[string]
 		}
 	}
 	config["eventd_bin"] = bin
-	var extra []string
+	extra := strings.Fields(o.eventdArgs)
+	if len(extra) > 0 {
+		config["eventd_args"] = extra
+	}
 	if o.fsyncDelay > 0 {
 		if hasFlag(bin, "fsync-delay") {
 			extra = append(extra, "--fsync-delay", o.fsyncDelay.String())
@@ -454,36 +654,36 @@ func hasFlag(bin, name string) bool {
 // startNoopCeiling serves the no-op server in a child process by default:
 // eventd runs in its own process with its own Go scheduler, and the ceiling
 // should be measured the same way.
-func startNoopCeiling(inProc bool) (url string, stop func(), err error) {
+func startNoopCeiling(inProc bool) (url string, pid int, stop func(), err error) {
 	if inProc {
 		n, err := bench.StartNoop("")
 		if err != nil {
-			return "", nil, err
+			return "", 0, nil, err
 		}
-		return n.URL, func() { n.Close() }, nil
+		return n.URL, 0, func() { n.Close() }, nil
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cmd := exec.Command(self, "--serve-noop", "127.0.0.1:0")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "http://") {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return "", nil, fmt.Errorf("child did not report its address (%q, %v)", line, err)
+		return "", 0, nil, fmt.Errorf("child did not report its address (%q, %v)", line, err)
 	}
 	stop = func() {
 		stdin.Close() // the child exits when its stdin closes
@@ -496,7 +696,7 @@ func startNoopCeiling(inProc bool) (url string, stop func(), err error) {
 			<-done
 		}
 	}
-	return strings.TrimSpace(line), stop, nil
+	return strings.TrimSpace(line), cmd.Process.Pid, stop, nil
 }
 
 // serveNoopChild is the child side: serve, print the URL, and exit when the
@@ -523,99 +723,4 @@ func serveNoopChild(addr string) int {
 // info prints a status line to stderr, out of the way of the table on stdout.
 func info(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", args...)
-}
-
-// progress keeps one line on stderr up to date with \r while a subject runs.
-type progress struct {
-	w      io.Writer
-	mu     sync.Mutex
-	label  string
-	unit   string
-	per    int
-	d      time.Duration
-	start  time.Time
-	src    func() (done, ok uint64)
-	width  int
-	quit   chan struct{}
-	closed sync.Once
-	wg     sync.WaitGroup
-}
-
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w, quit: make(chan struct{})}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		t := time.NewTicker(250 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-p.quit:
-				return
-			case <-t.C:
-				p.draw()
-			}
-		}
-	}()
-	return p
-}
-
-func (p *progress) begin(label string, d time.Duration, unit string, per int) {
-	p.mu.Lock()
-	p.label, p.d, p.unit, p.per, p.start, p.src = label, d, unit, per, time.Now(), nil
-	p.mu.Unlock()
-	p.draw()
-}
-
-func (p *progress) source(f func() (uint64, uint64)) {
-	p.mu.Lock()
-	p.src = f
-	p.mu.Unlock()
-}
-
-func (p *progress) draw() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.label == "" {
-		return
-	}
-	el := time.Since(p.start)
-	line := fmt.Sprintf("%s %4.1fs/%v", p.label, el.Seconds(), p.d)
-	if p.src != nil {
-		done, ok := p.src()
-		rate := float64(ok) / el.Seconds()
-		if p.unit == bench.UnitEvents {
-			rate *= float64(p.per)
-		}
-		line += "  " + bench.FormatRate(rate, p.unit)
-		if done > ok {
-			line += fmt.Sprintf("  failed %d", done-ok)
-		}
-	}
-	p.write(line)
-}
-
-// write redraws the line, padding over a longer previous one.
-func (p *progress) write(line string) {
-	pad := ""
-	if n := p.width - len(line); n > 0 {
-		pad = strings.Repeat(" ", n)
-	}
-	fmt.Fprint(p.w, "\r"+line+pad)
-	p.width = len(line)
-}
-
-func (p *progress) end() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.label, p.src = "", nil
-	p.write("")
-	fmt.Fprint(p.w, "\r")
-}
-
-func (p *progress) stop() {
-	p.closed.Do(func() {
-		close(p.quit)
-		p.wg.Wait()
-	})
 }

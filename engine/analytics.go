@@ -1,0 +1,298 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/eventd/eventd/engine/analytics"
+	"github.com/eventd/eventd/storage"
+)
+
+// MaxScanEvents bounds the raw events one analytics query may read: a
+// breakdown by property, a funnel, or a visitor filter. Past it the query
+// answers 422 instead of running for seconds.
+const MaxScanEvents = 1_000_000
+
+// ParamError is an analytics parameter that is well-formed but refers to
+// nothing (an unknown funnel_id): 400 with details.
+type ParamError struct {
+	Details map[string]string
+}
+
+// Error lists the details, for logs.
+func (e *ParamError) Error() string {
+	return fmt.Sprintf("invalid analytics parameters: %v", e.Details)
+}
+
+// ScanLimitError is a query that would read more than MaxScanEvents raw events: 422.
+type ScanLimitError struct {
+	Param   string // the parameter that asked for raw events
+	Message string
+}
+
+// Error is the message shown to the user.
+func (e *ScanLimitError) Error() string { return e.Message }
+
+// TimeseriesResult is the answer to type=timeseries.
+type TimeseriesResult struct {
+	Type     string  `json:"type"`
+	Metric   string  `json:"metric"`
+	Interval string  `json:"interval"`
+	From     string  `json:"from"`
+	To       string  `json:"to"`
+	Total    float64 `json:"total"`
+	Data     []Point `json:"data"`
+}
+
+// Point is one bucket of a timeseries.
+type Point struct {
+	Timestamp string  `json:"timestamp"`
+	Value     float64 `json:"value"`
+}
+
+// BreakdownResult is the answer to type=breakdown.
+type BreakdownResult struct {
+	Type    string          `json:"type"`
+	Metric  string          `json:"metric"`
+	GroupBy string          `json:"group_by"`
+	Total   float64         `json:"total"`
+	Data    []analytics.Row `json:"data"`
+}
+
+// FunnelResult is the answer to type=funnel.
+type FunnelResult struct {
+	Type   string       `json:"type"`
+	Window int64        `json:"window"`
+	Steps  []FunnelStep `json:"steps"`
+}
+
+// FunnelStep is one step of a funnel.
+type FunnelStep struct {
+	Event          string  `json:"event"`
+	Visitors       int64   `json:"visitors"`
+	ConversionRate float64 `json:"conversion_rate"`
+}
+
+// GoalsResult is the answer to type=goals.
+type GoalsResult struct {
+	Type string     `json:"type"`
+	Data []GoalStat `json:"data"`
+}
+
+// GoalStat is one goal's completions in the range.
+type GoalStat struct {
+	GoalID      string `json:"goal_id"`
+	Name        string `json:"name"`
+	Completions int64  `json:"completions"`
+	Visitors    int64  `json:"visitors"`
+}
+
+// Analytics answers a parsed GET /analytics on p's dataset.
+func (e *Engine) Analytics(p *Principal, q analytics.Query) (any, error) {
+	switch q.Type {
+	case analytics.Breakdown:
+		return e.breakdown(p, q)
+	case analytics.Funnel:
+		return e.funnel(p, q)
+	case analytics.Goals:
+		return e.goalStats(p, q)
+	default:
+		return e.timeseries(p, q)
+	}
+}
+
+// value is an aggregate's value for a metric.
+func value(m analytics.Metric, a *storage.Agg) float64 {
+	switch m {
+	case analytics.UniqueVisitors:
+		if a.Sketch == nil {
+			return 0
+		}
+		return float64(a.Sketch.Count())
+	case analytics.Sum:
+		return analytics.Round15(a.Sum)
+	case analytics.Avg:
+		if a.N == 0 {
+			return 0
+		}
+		return analytics.Round15(a.Sum / float64(a.N))
+	}
+	return float64(a.Count)
+}
+
+func (e *Engine) aggQuery(p *Principal, q *analytics.Query, name string, bounds []int64) storage.AggQuery {
+	return storage.AggQuery{Dataset: p.dataset, Name: name, Property: q.Property,
+		Unique: q.Metric == analytics.UniqueVisitors, Bounds: bounds,
+		VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, MaxScan: MaxScanEvents}
+}
+
+func (e *Engine) timeseries(p *Principal, q analytics.Query) (*TimeseriesResult, error) {
+	starts, bounds, err := analytics.Buckets(q.From, q.To, q.Interval)
+	if err != nil {
+		return nil, &ParamError{Details: map[string]string{"interval": err.Error()}}
+	}
+	aggs, err := e.aggregate(p, &q, bounds)
+	if err != nil {
+		return nil, err
+	}
+	res := &TimeseriesResult{Type: "timeseries", Metric: q.Metric.String(), Interval: q.Interval.String(),
+		From: msText(q.From), To: msText(q.To), Data: make([]Point, len(aggs))}
+	var total storage.Agg
+	for i := range aggs {
+		res.Data[i] = Point{Timestamp: msText(starts[i]), Value: value(q.Metric, &aggs[i])}
+		mergeAgg(&total, &aggs[i])
+	}
+	res.Total = value(q.Metric, &total)
+	return res, nil
+}
+
+// aggregate reads the buckets of one name (or of every name) and maps a scan
+// limit to its 422.
+func (e *Engine) aggregate(p *Principal, q *analytics.Query, bounds []int64) ([]storage.Agg, error) {
+	aggs, err := e.db.Aggregate(e.aggQuery(p, q, q.Event, bounds))
+	if errors.Is(err, storage.ErrScanLimit) {
+		return nil, &ScanLimitError{Param: "visitor_id", Message: fmt.Sprintf(
+			"This visitor has more than %d events in the range; narrow from/to", MaxScanEvents)}
+	}
+	return aggs, err
+}
+
+// mergeAgg adds b to a: counts and sums add, visitor sketches unite.
+func mergeAgg(a, b *storage.Agg) {
+	a.Count += b.Count
+	a.Sum += b.Sum
+	a.N += b.N
+	if b.Sketch != nil {
+		if a.Sketch == nil {
+			a.Sketch = &storage.Sketch{}
+		}
+		a.Sketch.Merge(b.Sketch)
+	}
+}
+
+func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, error) {
+	res := &BreakdownResult{Type: "breakdown", Metric: q.Metric.String(), GroupBy: q.GroupBy}
+	bounds := []int64{q.From, q.To + 1}
+	if q.GroupProperty != "" {
+		groups, total, err := e.db.GroupByProperty(storage.GroupQuery{Dataset: p.dataset, Name: q.Event,
+			VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, From: q.From, To: q.To,
+			GroupBy: q.GroupProperty, Property: q.Property, Unique: q.Metric == analytics.UniqueVisitors,
+			MaxScan: MaxScanEvents})
+		if errors.Is(err, storage.ErrScanLimit) {
+			return nil, &ScanLimitError{Param: "group_by", Message: fmt.Sprintf(
+				"A breakdown by a property reads every event of the range, and this range holds more than %d; "+
+					"narrow from/to or add an event or visitor_id filter", MaxScanEvents)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		rows := make([]analytics.Row, 0, len(groups))
+		for k, g := range groups {
+			if (q.Metric == analytics.Sum || q.Metric == analytics.Avg) && g.N == 0 {
+				continue
+			}
+			rows = append(rows, analytics.Row{Key: k, Value: value(q.Metric, g)})
+		}
+		res.Data = analytics.Top(rows, q.Limit)
+		res.Total = value(q.Metric, &total)
+		return res, nil
+	}
+	names := []string{q.Event}
+	if q.Event == "" {
+		var err error
+		if names, err = e.db.EventNames(p.dataset); err != nil {
+			return nil, err
+		}
+	}
+	rows := make([]analytics.Row, 0, len(names))
+	var total storage.Agg
+	for _, name := range names {
+		aggs, err := e.db.Aggregate(e.aggQuery(p, &q, name, bounds))
+		if errors.Is(err, storage.ErrScanLimit) {
+			return nil, &ScanLimitError{Param: "visitor_id", Message: fmt.Sprintf(
+				"This visitor has more than %d events in the range; narrow from/to", MaxScanEvents)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		a := &aggs[0]
+		mergeAgg(&total, a)
+		if a.Count == 0 || ((q.Metric == analytics.Sum || q.Metric == analytics.Avg) && a.N == 0) {
+			continue
+		}
+		rows = append(rows, analytics.Row{Key: name, Value: value(q.Metric, a)})
+	}
+	res.Data = analytics.Top(rows, q.Limit)
+	res.Total = value(q.Metric, &total)
+	return res, nil
+}
+
+func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) {
+	steps, window := q.Steps, q.Window
+	if q.FunnelID != "" {
+		f, err := e.funnelRecord(p.project.rec.Load().ID, q.FunnelID)
+		if err != nil {
+			return nil, &ParamError{Details: map[string]string{"funnel_id": "no saved funnel with this id in the key's project"}}
+		}
+		steps = f.Steps
+		if !q.WindowSet {
+			window = *f.Window
+		}
+	}
+	// One scan per distinct step name, shared by repeated names; together
+	// they read at most MaxScanEvents index entries.
+	tooMany := &ScanLimitError{Param: "steps", Message: fmt.Sprintf(
+		"The funnel's steps have more than %d events in the range; narrow from/to", MaxScanEvents)}
+	byName := map[string]map[string][]analytics.Occ{}
+	scanned := 0
+	for _, name := range steps {
+		if byName[name] != nil {
+			continue
+		}
+		if scanned >= MaxScanEvents {
+			return nil, tooMany
+		}
+		occs := map[string][]analytics.Occ{}
+		n, err := e.db.StepOccurrences(p.dataset, name, q.VisitorID, q.HasVisitor, q.From, q.To, MaxScanEvents-scanned,
+			func(o storage.Occurrence) {
+				occs[o.Visitor] = append(occs[o.Visitor], analytics.Occ{TS: o.Timestamp, ID: o.ID})
+			})
+		scanned += n
+		if errors.Is(err, storage.ErrScanLimit) {
+			return nil, tooMany
+		}
+		if err != nil {
+			return nil, err
+		}
+		byName[name] = occs
+	}
+	// Only visitors who did the first step can enter the funnel.
+	byVisitor := map[string][][]analytics.Occ{}
+	for v := range byName[steps[0]] {
+		lists := make([][]analytics.Occ, len(steps))
+		for j, name := range steps {
+			lists[j] = byName[name][v]
+		}
+		byVisitor[v] = lists
+	}
+	counts := analytics.FunnelCounts(byVisitor, len(steps), window*1000)
+	rates := analytics.ConversionRates(counts)
+	res := &FunnelResult{Type: "funnel", Window: window, Steps: make([]FunnelStep, len(steps))}
+	for i, name := range steps {
+		res.Steps[i] = FunnelStep{Event: name, Visitors: counts[i], ConversionRate: rates[i]}
+	}
+	return res, nil
+}
+
+func (e *Engine) goalStats(p *Principal, q analytics.Query) (*GoalsResult, error) {
+	goals := e.principalGoals(p)
+	res := &GoalsResult{Type: "goals", Data: make([]GoalStat, 0, len(goals))}
+	for _, g := range goals {
+		c, v, err := e.db.CountCompletions(p.dataset, g.ID, q.From, q.To)
+		if err != nil {
+			return nil, err
+		}
+		res.Data = append(res.Data, GoalStat{GoalID: g.ID, Name: g.Name, Completions: c, Visitors: v})
+	}
+	return res, nil
+}

@@ -1,0 +1,58 @@
+package http
+
+import (
+	"errors"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/analytics"
+	"github.com/eventd/eventd/engine/ratelimit"
+)
+
+// handleAnalytics serves GET /analytics (contract section 7): secret keys
+// only, counted in the analytics bucket, every bad parameter a 400 naming it.
+func (s *Server) handleAnalytics(ctx *fasthttp.RequestCtx) {
+	p := s.authenticate(ctx)
+	if p == nil {
+		return
+	}
+	fail := checkOrigin(ctx, p)
+	if fail == nil && !p.CanRead() {
+		fail = newError(fasthttp.StatusForbidden, codeForbidden, msgForbidden)
+	}
+	var q analytics.Query
+	if fail == nil {
+		args := ctx.QueryArgs()
+		var details map[string]string
+		q, details = analytics.Parse(func(name string) (string, bool) {
+			v := args.Peek(name)
+			return string(v), v != nil
+		}, time.Now().UnixMilli())
+		if details != nil {
+			fail = &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: details}
+		}
+	}
+	if _, ok := s.admit(ctx, p, ratelimit.AnalyticsKind, false); !ok {
+		return
+	}
+	if fail != nil {
+		writeError(ctx, fail)
+		return
+	}
+	res, err := s.eng.Analytics(p, q)
+	var pe *engine.ParamError
+	var se *engine.ScanLimitError
+	switch {
+	case errors.As(err, &pe):
+		writeError(ctx, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: pe.Details})
+	case errors.As(err, &se):
+		writeError(ctx, &apiError{status: fasthttp.StatusUnprocessableEntity, code: codeValidation, message: se.Message,
+			details: map[string]string{se.Param: "too many raw events to scan"}})
+	case err != nil:
+		s.writeEngineError(ctx, err)
+	default:
+		writeJSON(ctx, fasthttp.StatusOK, res)
+	}
+}
