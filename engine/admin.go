@@ -279,6 +279,9 @@ func (e *Engine) DeleteProject(id string) error {
 	if err := e.db.DeleteDatasets(rec.Datasets[0], rec.Datasets[1]); err != nil {
 		return err
 	}
+	if err := e.ForgetProjectAnalytics(id); err != nil {
+		return err
+	}
 	if err := e.db.DeleteConfig(kindProject, id); err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 // 1 MiB is generous), and a chunk of lines is committed at once.
 const (
 	maxImportLine    = 1 << 20
-	importChunk      = 2000
+	importChunkSize  = 2000
 	maxImportRejects = 1000
 )
 
@@ -57,15 +57,27 @@ func (e *Engine) dataset(projectID, env string) (*projectState, uint32, error) {
 
 // importer holds one import's state between chunks.
 type importer struct {
-	e       *Engine
-	ps      *projectState
-	ds      uint32
-	scope   string // idempotency scope: imports have no API key
-	res     ImportResult
+	e     *Engine
+	ps    *projectState
+	ds    uint32
+	scope string // idempotency scope: imports have no API key
+	res   ImportResult
+	// cur is the chunk being decoded; prev the chunk being committed
+	// meanwhile (nil when none), so decoding and fsync overlap.
+	cur, prev *importChunk
+	done      chan error
+}
+
+// importChunk is a set of events committed in one batch, with the ids and
+// idempotency keys it holds, which later lines must see before Pebble does.
+type importChunk struct {
 	pending []actors.Pending
-	// ids and keys seen in the current chunk; earlier chunks are in Pebble.
-	ids  map[storage.ID]bool
-	keys map[string]uint64
+	ids     map[storage.ID]bool
+	keys    map[string]uint64
+}
+
+func newImportChunk() *importChunk {
+	return &importChunk{ids: make(map[storage.ID]bool), keys: make(map[string]uint64)}
 }
 
 // Import reads NDJSON events (as sent to the API, or as exported: with id
@@ -80,7 +92,7 @@ func (e *Engine) Import(projectID, env string, r io.Reader, progress func(lines 
 		return ImportResult{}, err
 	}
 	im := &importer{e: e, ps: ps, ds: ds, scope: "import/" + projectID + "/" + env,
-		ids: make(map[storage.ID]bool), keys: make(map[string]uint64), res: ImportResult{Errors: []ImportReject{}}}
+		cur: newImportChunk(), res: ImportResult{Errors: []ImportReject{}}}
 	br := bufio.NewReaderSize(r, 256<<10)
 	var line []byte
 	physical := 0 // line numbers in reports count blank lines too, as editors do
@@ -99,8 +111,8 @@ func (e *Engine) Import(projectID, env string, r io.Reader, progress func(lines 
 			im.res.Lines++
 			im.add(physical, line)
 		}
-		if len(im.pending) >= importChunk {
-			if err := im.flush(); err != nil {
+		if len(im.cur.pending) >= importChunkSize {
+			if err := im.flush(false); err != nil {
 				return im.res, err
 			}
 			if progress != nil {
@@ -112,9 +124,10 @@ func (e *Engine) Import(projectID, env string, r io.Reader, progress func(lines 
 		}
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
+		_ = im.wait() // what was sent is committed; report it
 		return im.res, err
 	}
-	if err := im.flush(); err != nil {
+	if err := im.flush(true); err != nil {
 		return im.res, err
 	}
 	if progress != nil {
@@ -179,15 +192,14 @@ func (im *importer) add(n int, line []byte) {
 		return
 	}
 	if in.ID != "" {
-		has, err := im.e.db.HasEvent(im.ds, id)
-		if im.ids[id] || (err == nil && has) {
+		if im.seenID(id) {
 			im.res.Duplicates++
 			return
 		}
-		im.ids[id] = true
+		im.cur.ids[id] = true
 	}
 	if in.IdempotencyKey != "" {
-		if h, ok := im.keys[in.IdempotencyKey]; ok {
+		if h, ok := im.seenKey(in.IdempotencyKey); ok {
 			im.idemSeen(n, h, in.Hash)
 			return
 		}
@@ -195,7 +207,7 @@ func (im *importer) add(n int, line []byte) {
 			im.idemSeen(n, rec.Hash, in.Hash)
 			return
 		}
-		im.keys[in.IdempotencyKey] = in.Hash
+		im.cur.keys[in.IdempotencyKey] = in.Hash
 	}
 	ts, created := now, now
 	if in.HasTimestamp {
@@ -204,7 +216,7 @@ func (im *importer) add(n int, line []byte) {
 	if in.HasCreatedAt {
 		created = in.CreatedAt
 	}
-	im.pending = append(im.pending, actors.Pending{
+	im.cur.pending = append(im.cur.pending, actors.Pending{
 		Event: storage.Event{ID: id, Name: in.Name, VisitorID: in.VisitorID, HasVisitor: in.HasVisitor,
 			Timestamp: ts, CreatedAt: created, Properties: in.Properties},
 		IdemKey: in.IdempotencyKey, Hash: in.Hash,
@@ -220,17 +232,71 @@ func (im *importer) idemSeen(line int, old, hash uint64) {
 		Message: "This idempotency_key was already used with a different event"})
 }
 
-// flush commits the pending chunk durably and tells the broadcaster.
-func (im *importer) flush() error {
-	if len(im.pending) == 0 {
+// seenID reports an id in this chunk, the one being committed, or the store.
+func (im *importer) seenID(id storage.ID) bool {
+	if im.cur.ids[id] || (im.prev != nil && im.prev.ids[id]) {
+		return true
+	}
+	has, err := im.e.db.HasEvent(im.ds, id)
+	return err == nil && has
+}
+
+// seenKey finds an idempotency key in this chunk, the one being committed, or the store.
+func (im *importer) seenKey(key string) (uint64, bool) {
+	if h, ok := im.cur.keys[key]; ok {
+		return h, true
+	}
+	if im.prev != nil {
+		if h, ok := im.prev.keys[key]; ok {
+			return h, true
+		}
+	}
+	if rec, err := im.e.db.GetIdempotency(im.scope, key); err == nil {
+		return rec.Hash, true
+	}
+	return 0, false
+}
+
+// flush hands the current chunk to a committing goroutine, after the
+// previous one finished; last waits for this one too.
+func (im *importer) flush(last bool) error {
+	if err := im.wait(); err != nil {
+		return err
+	}
+	if len(im.cur.pending) > 0 {
+		chunk := im.cur
+		im.prev, im.done = chunk, make(chan error, 1)
+		im.cur = newImportChunk()
+		go func() { im.done <- im.commit(chunk) }()
+	}
+	if last {
+		return im.wait()
+	}
+	return nil
+}
+
+// wait collects the chunk being committed, if any.
+func (im *importer) wait() error {
+	if im.prev == nil {
 		return nil
 	}
+	err := <-im.done
+	if err == nil {
+		im.res.Accepted += len(im.prev.pending)
+	}
+	im.prev = nil
+	return err
+}
+
+// commit writes a chunk durably and tells the broadcaster. It runs beside
+// the decoding of the next chunk and touches nothing but its own chunk.
+func (im *importer) commit(c *importChunk) error {
 	b := im.e.db.NewBatch()
 	defer b.Close()
 	now := time.Now().UnixMilli()
-	done := make([]actors.CommittedEvent, 0, len(im.pending))
-	for i := range im.pending {
-		p := &im.pending[i]
+	done := make([]actors.CommittedEvent, 0, len(c.pending))
+	for i := range c.pending {
+		p := &c.pending[i]
 		if p.Event.ID == (storage.ID{}) {
 			p.Event.ID, _ = im.e.ids.Next()
 		}
@@ -243,11 +309,7 @@ func (im *importer) flush() error {
 	if err := b.Commit(true); err != nil {
 		return err
 	}
-	im.res.Accepted += len(im.pending)
 	im.e.system.Root.Send(im.e.bcast, &actors.Committed{Events: done})
-	im.pending = nil
-	clear(im.ids)
-	clear(im.keys)
 	return nil
 }
 

@@ -18,7 +18,15 @@ type Options struct {
 	Logger *slog.Logger
 	// ReadOnly opens without writing anything, e.g. to check a backup.
 	ReadOnly bool
+	// CacheSize is the block cache in bytes (default DefaultCacheSize).
+	CacheSize int64
 }
+
+// DefaultCacheSize is the block cache when Options.CacheSize is 0. Pebble's
+// own default (8 MiB) makes every idempotency check and analytics sum read
+// filter and data blocks from the OS: profiles of imports showed 40% of the
+// time there.
+const DefaultCacheSize = 256 << 20
 
 // DB is eventd's store.
 type DB struct {
@@ -49,6 +57,13 @@ func Open(dir string, o Options) (*DB, error) {
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	size := o.CacheSize
+	if size <= 0 {
+		size = DefaultCacheSize
+	}
+	cache := pebble.NewCache(size)
+	defer cache.Unref() // Open takes its own reference
+	opts.Cache = cache
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)

@@ -53,6 +53,7 @@ type Server struct {
 	Args    []string // extra serve flags
 	Env     []string
 	NoToken bool // start without --admin-token (the server generates or reads <data>/admin_token)
+	Bin     string // binary to run; "" is the package's binary
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	mu      sync.Mutex
@@ -84,7 +85,11 @@ func (s *Server) start() {
 		args = append(args, "--admin-token", s.Token)
 	}
 	args = append(append(args, "--log-level", "info"), s.Args...)
-	cmd := exec.Command(binary, args...)
+	bin := binary
+	if s.Bin != "" {
+		bin = s.Bin
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), s.Env...)
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
@@ -315,5 +320,38 @@ func StartNoToken(t testing.TB, extra ...string) *Server {
 		t.Fatalf("read generated admin token: %v", err)
 	}
 	s.Token = strings.TrimSpace(string(b))
+	return s
+}
+
+var (
+	fastOnce   sync.Once
+	fastBinary string
+	fastErr    error
+)
+
+// StartFast is Start with a server built without the race detector, for the
+// few tests whose point is volume (a million imported events), which the
+// detector would slow tenfold. Without -race it is the usual binary.
+func StartFast(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	if raceEnabled {
+		fastOnce.Do(func() {
+			fastBinary = binary + "-norace"
+			out, err := exec.Command("go", "build", "-o", fastBinary, "../cmd/eventd").CombinedOutput()
+			if err != nil {
+				fastErr = fmt.Errorf("build eventd without -race: %v\n%s", err, out)
+			}
+		})
+		if fastErr != nil {
+			t.Fatal(fastErr)
+		}
+	}
+	s := &Server{t: t, Dir: t.TempDir(), Token: "adm_test_token_0123456789", Args: extra, Bin: fastBinary}
+	s.start()
+	t.Cleanup(func() {
+		if s.cmd != nil {
+			s.Kill()
+		}
+	})
 	return s
 }
