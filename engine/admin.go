@@ -116,6 +116,7 @@ type ProjectInput struct {
 	Limits         *ratelimit.Limits `json:"limits"`
 	ClearLimits    bool              `json:"-"` // "limits": null in a PATCH
 	AllowedOrigins *[]string         `json:"allowed_origins"`
+	RetentionDays  *Retention        `json:"retention_days"`
 }
 
 func checkProjectInput(in *ProjectInput, create bool) error {
@@ -132,6 +133,9 @@ func checkProjectInput(in *ProjectInput, create bool) error {
 	}
 	if l := in.Limits; l != nil && (l.Minute <= 0 || l.Hour <= 0 || l.Day <= 0) {
 		d["limits"] = "minute, hour and day must be positive integers"
+	}
+	if r := in.RetentionDays; r != nil && (r.Live < 0 || r.Test < 0 || r.Live > 36500 || r.Test > 36500) {
+		d["retention_days"] = "live and test must be whole days from 0 (keep everything) to 36500"
 	}
 	if in.AllowedOrigins != nil {
 		for _, o := range *in.AllowedOrigins {
@@ -169,6 +173,9 @@ func (e *Engine) CreateProject(in ProjectInput) (Project, error) {
 	r.CustomLimits = in.Limits
 	if in.AllowedOrigins != nil {
 		r.AllowedOrigins = *in.AllowedOrigins
+	}
+	if in.RetentionDays != nil {
+		r.RetentionDays = *in.RetentionDays
 	}
 	if err := e.db.PutConfig(kindMeta, "next_dataset", []byte(strconv.FormatUint(uint64(e.nextDS+2), 10))); err != nil {
 		return Project{}, err
@@ -248,6 +255,9 @@ func (e *Engine) UpdateProject(id string, in ProjectInput) (Project, error) {
 	}
 	if in.AllowedOrigins != nil {
 		r.AllowedOrigins = *in.AllowedOrigins
+	}
+	if in.RetentionDays != nil {
+		r.RetentionDays = *in.RetentionDays
 	}
 	if err := e.putJSON(kindProject, r.ID, &r); err != nil {
 		return Project{}, err

@@ -61,6 +61,7 @@ type Engine struct {
 	nextDS     uint32
 
 	replies sync.Pool
+	jobs    jobs
 	hooksMu sync.Mutex
 	drained []func()
 	stop    chan struct{}
@@ -131,16 +132,21 @@ func Open(cfg Config) (*Engine, error) {
 	e.shards.SetWebhooks(e.hooks.wh)
 	e.keys = actors.NewKeys(e.system, db, e.shards, cfg.Logger, cfg.KeyIdle)
 	e.metrics.GaugeFunc("eventd_key_actors", "Live key actors.", "", func() float64 { return float64(e.keys.Len()) })
+	if err := e.loadJobs(); err != nil {
+		e.log.Error("load jobs", "err", err)
+	}
 	e.wg.Add(1)
 	go e.background()
 	return e, nil
 }
 
-// background persists rate-limit windows every few seconds and forgets old idempotency keys.
+// background persists rate-limit windows every few seconds, forgets old
+// idempotency keys and applies retention hourly (and once at start).
 func (e *Engine) background() {
 	defer e.wg.Done()
 	persist := time.NewTicker(5 * time.Second)
 	sweep := time.NewTicker(time.Hour)
+	e.expire(time.Now())
 	defer persist.Stop()
 	defer sweep.Stop()
 	for {
@@ -156,6 +162,7 @@ func (e *Engine) background() {
 			}
 			e.keys.PersistAll()
 		case <-sweep.C:
+			e.expire(time.Now())
 			cutoff := time.Now().Add(-actors.IdempotencyTTL).UnixMilli()
 			if n, err := e.db.SweepIdempotency(cutoff); err != nil {
 				e.log.Error("sweep idempotency keys", "err", err)
@@ -170,6 +177,7 @@ func (e *Engine) background() {
 func (e *Engine) Close() error {
 	close(e.stop)
 	e.wg.Wait()
+	e.jobs.wg.Wait() // jobs write to the store
 	e.keys.StopAll()
 	e.shards.Stop()
 	_ = e.system.Root.PoisonFuture(e.bcast).Wait()
@@ -252,6 +260,9 @@ func (e *Engine) GetEvent(p *Principal, id storage.ID) (storage.Event, error) {
 // List reads one page of p's dataset; q.Dataset is set here.
 func (e *Engine) List(p *Principal, q storage.ListQuery) ([]storage.Event, int64, error) {
 	q.Dataset = p.dataset
+	// Events before the retention cutoff are gone, but the day counters that
+	// cover them are kept for charts: start there so totals stay exact.
+	q.From = max(q.From, p.cutoff(time.Now()))
 	return e.db.List(q)
 }
 

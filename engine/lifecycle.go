@@ -178,6 +178,10 @@ func (im *importer) add(n int, line []byte) {
 		}
 		prob = event.Validate(&in, def, now)
 	}
+	if prob == nil && in.HasVisitor && im.ps.isSuppressed(im.ds, in.VisitorID) {
+		prob = &event.Problem{Status: 422, Code: "validation_error", Message: "Validation failed",
+			Details: map[string]string{"visitor_id": "this visitor was erased and its events are refused"}}
+	}
 	var id storage.ID
 	if prob == nil && in.ID != "" {
 		parsed, err := ids.ParseEvent(in.ID)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strconv"
 	"sync/atomic"
 
 	"github.com/eventd/eventd/actors"
@@ -31,7 +32,14 @@ type Project struct {
 	Limits         ratelimit.Limits  `json:"limits"`
 	CustomLimits   *ratelimit.Limits `json:"custom_limits"`
 	AllowedOrigins []string          `json:"allowed_origins"`
+	RetentionDays  Retention         `json:"retention_days"`
 	CreatedAt      string            `json:"created_at"`
+}
+
+// Retention is how many days of events a project keeps per environment; 0 keeps everything.
+type Retention struct {
+	Live int `json:"live"`
+	Test int `json:"test"`
 }
 
 // projectRecord is the stored form of a project.
@@ -43,6 +51,7 @@ type projectRecord struct {
 	AllowedOrigins []string          `json:"allowed_origins,omitempty"`
 	CreatedAt      string            `json:"created_at"`
 	Datasets       [2]uint32         `json:"datasets"` // live, test
+	RetentionDays  Retention         `json:"retention_days"`
 }
 
 // projectState is the live view of a project; fields read on the hot path are atomic.
@@ -50,6 +59,9 @@ type projectState struct {
 	rec         atomic.Pointer[projectRecord]
 	limits      atomic.Pointer[ratelimit.Limits]
 	definitions atomic.Pointer[map[string]*event.Definition]
+	// suppressed holds "<dataset>/<visitor>" of erased visitors whose new
+	// events are refused; copy on write.
+	suppressed atomic.Pointer[map[string]bool]
 }
 
 func (p *projectState) setRecord(r *projectRecord) {
@@ -73,7 +85,7 @@ func (p *projectState) view() Project {
 		origins = []string{}
 	}
 	return Project{ID: r.ID, Name: r.Name, Plan: r.Plan, Limits: *p.limits.Load(), CustomLimits: r.CustomLimits,
-		AllowedOrigins: origins, CreatedAt: r.CreatedAt}
+		AllowedOrigins: origins, RetentionDays: r.RetentionDays, CreatedAt: r.CreatedAt}
 }
 
 // Key is an API key as the admin API lists it; the secret text is never kept.
@@ -143,6 +155,20 @@ func (p *Principal) Plan() string { return p.project.rec.Load().Plan }
 
 // Dataset is the storage dataset the key reads and writes.
 func (p *Principal) Dataset() uint32 { return p.dataset }
+
+// Suppressed reports whether visitor was erased with suppression in this key's dataset.
+func (p *Principal) Suppressed(visitor string) bool {
+	return p.project.isSuppressed(p.dataset, visitor)
+}
+
+func (p *projectState) isSuppressed(ds uint32, visitor string) bool {
+	m := p.suppressed.Load()
+	return m != nil && (*m)[suppressKey(ds, visitor)]
+}
+
+func suppressKey(ds uint32, visitor string) string {
+	return strconv.FormatUint(uint64(ds), 10) + "/" + visitor
+}
 
 // Definition is the project's event definition for name, or nil.
 func (p *Principal) Definition(name string) *event.Definition {

@@ -112,3 +112,31 @@ func (s *Server) adminBackup(ctx *fasthttp.RequestCtx) {
 	}
 	writeJSON(ctx, fasthttp.StatusCreated, map[string]any{"dir": in.Dir, "created_at": string(event.AppendTime(nil, time.Now().UnixMilli()))})
 }
+
+// adminEraseVisitor starts a GDPR erasure job: 202 with the job and its Location.
+func (s *Server) adminEraseVisitor(ctx *fasthttp.RequestCtx) {
+	args := ctx.QueryArgs()
+	suppress := string(args.Peek("suppress"))
+	if suppress != "" && suppress != "true" && suppress != "false" {
+		writeError(ctx, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters",
+			details: map[string]string{"suppress": "must be true or false"}})
+		return
+	}
+	job, err := s.eng.EraseVisitor(param(ctx, "id"), string(args.Peek("environment")), param(ctx, "visitor_id"), suppress == "true")
+	if err != nil {
+		s.writeAdminError(ctx, err, "Project")
+		return
+	}
+	ctx.Response.Header.Set("Location", "/admin/v1/jobs/"+job.ID)
+	writeJSON(ctx, fasthttp.StatusAccepted, job)
+}
+
+// adminGetJob reports a background job's progress.
+func (s *Server) adminGetJob(ctx *fasthttp.RequestCtx) {
+	job, err := s.eng.GetJob(param(ctx, "job_id"))
+	if err != nil {
+		s.writeAdminError(ctx, err, "Job")
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, job)
+}

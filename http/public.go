@@ -100,6 +100,10 @@ func prepare(p *engine.Principal, in *event.Input, receivedAt int64, sentAt int6
 	if prob := event.Validate(in, p.Definition(in.Name), receivedAt); prob != nil {
 		return actors.Pending{}, prob
 	}
+	if in.HasVisitor && p.Suppressed(in.VisitorID) {
+		return actors.Pending{}, &event.Problem{Status: fasthttp.StatusUnprocessableEntity, Code: codeValidation, Message: "Validation failed",
+			Details: map[string]string{"visitor_id": "this visitor was erased and its events are refused"}}
+	}
 	ts := receivedAt
 	if in.HasTimestamp {
 		ts = in.Timestamp

@@ -270,7 +270,11 @@ type numProp struct {
 
 // addRollups records what e adds to the property sums and visitor sketch of
 // its minute, for its name and for every event.
-func (b *Batch) addRollups(ds uint32, e *Event) {
+func (b *Batch) addRollups(ds uint32, e *Event) { b.addRollupsTo(ds, e, true) }
+
+// addRollupsTo is addRollups that can leave out the event's own name (only
+// the every-event cell), for rebuilding the rollups of some names only.
+func (b *Batch) addRollupsTo(ds uint32, e *Event, withName bool) {
 	var nums [MaxRollupProperties]numProp
 	n := 0
 	eachNumber(e.Properties, func(key []byte, v float64) bool {
@@ -289,7 +293,12 @@ func (b *Batch) addRollups(ds uint32, e *Event) {
 		entry = hllEntry(HashVisitor(e.VisitorID))
 	}
 	minute := floorTo(e.Timestamp, minuteMs)
-	for _, name := range [2]string{e.Name, ""} {
+	names := [2]string{e.Name, ""}
+	first := 0
+	if !withName {
+		first = 1
+	}
+	for _, name := range names[first:] {
 		a := b.roll.cell(ds, name, minute)
 		if e.HasVisitor {
 			a.hll = append(a.hll, entry)

@@ -1,0 +1,188 @@
+package storage
+
+import (
+	"encoding/binary"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// eraseChunk is how many events one erase batch deletes.
+const eraseChunk = 1000
+
+// visitorEntry is one V index entry.
+type visitorEntry struct {
+	ts   int64
+	id   ID
+	name string
+}
+
+// EraseVisitor deletes every event of visitor in ds with its index entries,
+// decrements the counters, deletes the visitor's goal completions and
+// idempotency records, and rebuilds the property sums and visitor sketches
+// of every day the visitor had events in (a sketch cannot forget one
+// visitor, so those days are recomputed from the events that remain).
+// progress, if not nil, is called with the number of events erased so far.
+//
+// Counts stay exact throughout. Sums and sketches of a rebuilt day can miss
+// events of that day committed during its rebuild (a few seconds at most);
+// that matters only for erasures touching the current day.
+func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) (int, error) {
+	prefix := visitorPrefix(nil, ds, visitor)
+	erased := map[ID]bool{}
+	days := map[int64]map[string]bool{} // day start -> names whose rollups need rebuilding
+	for {
+		chunk, err := d.visitorChunk(prefix)
+		if err != nil {
+			return len(erased), err
+		}
+		if len(chunk) == 0 {
+			break
+		}
+		b := d.NewBatch()
+		for _, en := range chunk {
+			_ = b.b.Delete(eventKey(nil, ds, en.id), nil)
+			_ = b.b.Delete(timeKey(nil, ds, en.ts, en.id), nil)
+			_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, en.name), en.ts), en.id[:]...), nil)
+			_ = b.b.Delete(append(appendTS(append([]byte(nil), prefix...), en.ts), en.id[:]...), nil)
+			for _, level := range [...]byte{LevelMinute, LevelHour, LevelDay} {
+				start := en.ts - en.ts%levelWidth(level)
+				b.counters[counterDelta{ds, "", level, start}]--
+				b.counters[counterDelta{ds, en.name, level, start}]--
+			}
+			day := floorTo(en.ts, dayMs)
+			if days[day] == nil {
+				days[day] = map[string]bool{}
+			}
+			days[day][en.name] = true
+			erased[en.id] = true
+		}
+		err = b.Commit(true)
+		b.Close()
+		if err != nil {
+			return len(erased), err
+		}
+		if progress != nil {
+			progress(len(erased))
+		}
+	}
+	if err := d.eraseVisitorGoals(ds, visitor); err != nil {
+		return len(erased), err
+	}
+	if err := d.eraseIdempotency(erased); err != nil {
+		return len(erased), err
+	}
+	for day, names := range days {
+		if err := d.rebuildDay(ds, day, names); err != nil {
+			return len(erased), err
+		}
+	}
+	return len(erased), nil
+}
+
+// visitorChunk reads the first entries left under a visitor's prefix.
+func (d *DB) visitorChunk(prefix []byte) ([]visitorEntry, error) {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []visitorEntry
+	for it.First(); it.Valid() && len(out) < eraseChunk; it.Next() {
+		ts, id, ok := tsIDSuffix(it.Key())
+		if !ok {
+			return nil, errCorrupt
+		}
+		out = append(out, visitorEntry{ts, id, string(it.Value())})
+	}
+	return out, it.Error()
+}
+
+// eraseVisitorGoals deletes the visitor's goal markers and completions.
+func (d *DB) eraseVisitorGoals(ds uint32, visitor string) error {
+	lo := appendDataset(nil, prefixGoal, ds)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: appendDataset(nil, prefixGoal, ds+1)})
+	if err != nil {
+		return err
+	}
+	b := d.db.NewBatch()
+	defer b.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) < datasetPrefLen+2 {
+			continue
+		}
+		switch k[datasetPrefLen] {
+		case goalMarker:
+			// G ds 'm' len goal len2 visitor
+			rest := k[datasetPrefLen+2+int(k[datasetPrefLen+1]):]
+			if len(rest) >= 2 && int(binary.BigEndian.Uint16(rest)) == len(visitor) && string(rest[2:]) == visitor {
+				_ = b.Delete(k, nil)
+			}
+		case goalTime:
+			if string(it.Value()) == visitor {
+				_ = b.Delete(k, nil)
+			}
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
+}
+
+// eraseIdempotency deletes idempotency records that point at erased events.
+func (d *DB) eraseIdempotency(erased map[ID]bool) error {
+	if len(erased) == 0 {
+		return nil
+	}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdem}, UpperBound: []byte{prefixIdem + 1}})
+	if err != nil {
+		return err
+	}
+	b := d.db.NewBatch()
+	defer b.Close()
+	for it.First(); it.Valid(); it.Next() {
+		v := it.Value()
+		if len(v) == idemRecordLen {
+			var id ID
+			copy(id[:], v[8:24])
+			if erased[id] {
+				_ = b.Delete(it.Key(), nil)
+			}
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
+}
+
+// rebuildDay recomputes the rollups (sums and sketches, every level) of one
+// day for the every-event cell and the given names, from the events left:
+// the old values are deleted and the fresh ones merged in the same batch.
+func (d *DB) rebuildDay(ds uint32, day int64, names map[string]bool) error {
+	b := d.NewBatch()
+	defer b.Close()
+	all := []string{""}
+	for n := range names {
+		all = append(all, n)
+	}
+	for _, name := range all {
+		for _, level := range [...]byte{LevelMinute, LevelHour, LevelDay} {
+			p := rollupPrefix(nil, ds, name, level)
+			lo := appendTS(append([]byte(nil), p...), day)
+			hi := appendTS(append([]byte(nil), p...), day+dayMs)
+			if err := b.b.DeleteRange(lo, hi, nil); err != nil {
+				return err
+			}
+		}
+	}
+	err := d.ScanEvents(ds, day, day+dayMs-1, func(e *Event) bool {
+		b.addRollupsTo(ds, e, names[e.Name])
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return b.Commit(true)
+}

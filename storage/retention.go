@@ -1,0 +1,104 @@
+package storage
+
+import (
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// ExpireBefore deletes the events of ds with timestamps before cutoff (Unix
+// ms), their index entries, and the minute and hour counters and rollups of
+// buckets starting before cutoff. Day-level counters and rollups are kept:
+// charts by day still cover expired data. It returns how many events it deleted.
+func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
+	if cutoff <= 0 {
+		return 0, nil
+	}
+	tp := appendDataset(nil, prefixTime, ds)
+	lo, hi := rangeBounds(tp, 0, cutoff-1)
+	n := 0
+	for {
+		// Point deletes for what is keyed by id, name or visitor; the time
+		// index itself goes with one range deletion at the end.
+		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return n, err
+		}
+		b := d.db.NewBatch()
+		count := 0
+		var last []byte
+		for it.First(); it.Valid() && count < eraseChunk; it.Next() {
+			ts, id, ok := tsIDSuffix(it.Key())
+			if !ok {
+				continue
+			}
+			e, err := d.GetEvent(ds, id)
+			if err == nil {
+				_ = b.Delete(eventKey(nil, ds, id), nil)
+				_ = b.Delete(append(appendTS(namePrefix(nil, ds, e.Name), ts), id[:]...), nil)
+				if e.HasVisitor {
+					_ = b.Delete(append(appendTS(visitorPrefix(nil, ds, e.VisitorID), ts), id[:]...), nil)
+				}
+			}
+			_ = b.Delete(it.Key(), nil)
+			last = append(last[:0], it.Key()...)
+			count++
+		}
+		err = it.Close()
+		if err == nil {
+			err = b.Commit(pebble.Sync)
+		}
+		_ = b.Close()
+		if err != nil {
+			return n, err
+		}
+		n += count
+		if count < eraseChunk {
+			break
+		}
+		lo = append(last, 0)
+	}
+	b := d.db.NewBatch()
+	defer b.Close()
+	for _, p := range []byte{prefixCounter, prefixRollup} {
+		if err := d.eachNamePrefix(ds, p, func(prefix []byte) error {
+			for _, level := range [...]byte{LevelMinute, LevelHour} {
+				lp := append(append([]byte(nil), prefix...), level)
+				if err := b.DeleteRange(appendTS(append([]byte(nil), lp...), 0), appendTS(lp, cutoff), nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return n, err
+		}
+	}
+	return n, b.Commit(pebble.Sync)
+}
+
+// eachNamePrefix calls fn with "p ds len name" for every event name that has
+// keys under prefix p (counters or rollups), skipping from name to name.
+func (d *DB) eachNamePrefix(ds uint32, p byte, fn func(prefix []byte) error) error {
+	base := appendDataset(nil, p, ds)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: base, UpperBound: appendDataset(nil, p, ds+1)})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for valid := it.First(); valid; {
+		k := it.Key()
+		if len(k) <= datasetPrefLen {
+			valid = it.Next()
+			continue
+		}
+		end := datasetPrefLen + 1 + int(k[datasetPrefLen])
+		if end > len(k) {
+			valid = it.Next()
+			continue
+		}
+		prefix := append([]byte(nil), k[:end]...)
+		if err := fn(prefix); err != nil {
+			return err
+		}
+		valid = it.SeekGE(prefixEnd(prefix))
+	}
+	return it.Error()
+}
