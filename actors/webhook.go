@@ -70,15 +70,19 @@ var ErrDeliveryBusy = errors.New("actors: delivery attempt in progress")
 // Clock is the time source of the webhook actor; tests drive the retry schedule with a fake one.
 type Clock interface {
 	Now() time.Time
-	// AfterFunc calls f once d has passed; stop cancels it if it has not run.
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
+	// Schedule calls f once the clock reaches at (at once if it has); stop
+	// cancels it if it has not run. An absolute time, so a clock that moves
+	// between reading Now and scheduling cannot shift the deadline.
+	Schedule(at time.Time, f func()) (stop func() bool)
 }
 
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
-func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+func (realClock) Schedule(at time.Time, f func()) func() bool {
+	return time.AfterFunc(time.Until(at), f).Stop
+}
 
 // Secret is one signing key of an endpoint: the decoded base64 part of its whsec_ text.
 type Secret struct {
@@ -877,9 +881,9 @@ func (a *webhookActor) arm(next, now int64) {
 	}
 	a.wakeAt = next
 	a.timerGen++
-	d := time.Duration(min(max(next-now, 1), sweepEvery.Milliseconds())) * time.Millisecond
+	at := time.UnixMilli(min(next, now+sweepEvery.Milliseconds()))
 	sys, pid, gen := a.w.system, a.w.pid, a.timerGen
-	a.stopTimer = a.w.opts.Clock.AfterFunc(d, func() { sys.Root.Send(pid, wake{gen: gen}) })
+	a.stopTimer = a.w.opts.Clock.Schedule(at, func() { sys.Root.Send(pid, wake{gen: gen}) })
 }
 
 // formDelivery turns up to BatchSize buffered events into one durable

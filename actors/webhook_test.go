@@ -43,10 +43,15 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+func (c *fakeClock) Schedule(at time.Time, f func()) func() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &fakeTimer{at: c.now.Add(d), f: f}
+	t := &fakeTimer{at: at, f: f}
+	if !at.After(c.now) {
+		t.stopped = true
+		go f()
+		return func() bool { return false }
+	}
 	c.timers = append(c.timers, t)
 	return func() bool {
 		c.mu.Lock()
@@ -280,6 +285,19 @@ func (h *hookRig) ingest(t *testing.T, names ...string) []storage.ID {
 	return out
 }
 
+// waitAttempts waits until the log shows n attempts of the webhook's only
+// delivery: the actor has then settled the last one and set the next due
+// time, so the test may move the clock. (The receiver counts a request
+// before the actor hears of its answer.)
+func (h *hookRig) waitAttempts(t *testing.T, webhook string, n int) {
+	t.Helper()
+	eventually(t, strconv.Itoa(n)+" logged attempts", func() bool {
+		ds := h.deliveries(t, webhook)
+		return len(ds) == 1 && ds[0].Attempts == n
+	})
+	h.sync()
+}
+
 // sync waits until the actor has handled what was sent to it, e.g. the outbox of a write.
 func (h *hookRig) sync() {
 	done := make(chan struct{})
@@ -428,6 +446,7 @@ func TestWebhookRetryScheduleAndReplay(t *testing.T) {
 	h.clock.Advance(time.Second)
 	eventually(t, "first attempt", func() bool { return rcv.count() == 1 })
 	for i, d := range RetrySchedule {
+		h.waitAttempts(t, "wh_retry", i+1)
 		h.clock.Advance(d - time.Millisecond)
 		settle()
 		if rcv.count() != i+1 {
@@ -481,6 +500,7 @@ func TestWebhookRetryAfter(t *testing.T) {
 	h.ingest(t, "a")
 	h.clock.Advance(time.Second)
 	eventually(t, "first attempt", func() bool { return rcv.count() == 1 })
+	h.waitAttempts(t, "wh_ra", 1)
 	h.clock.Advance(5 * time.Second) // the schedule's first retry, which Retry-After overrides
 	settle()
 	if rcv.count() != 1 {
@@ -548,6 +568,8 @@ func TestWebhookReceiverDownThenUp(t *testing.T) {
 	}
 	h.clock.Advance(time.Second)
 	eventually(t, "first attempts", func() bool { return rcv.count() >= 5 })
+	settle()
+	h.sync()
 	h.clock.Advance(5 * time.Second) // every delivery fails twice
 	settle()
 	down.Store(false)

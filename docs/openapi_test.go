@@ -103,10 +103,24 @@ var wantRoutes = []string{
 	"POST /admin/v1/backup",
 	"GET /debug/pprof/{}",
 	"GET /metrics",
+	// web dashboard (admin listener)
+	"GET /",
+	"GET /login",
+	"POST /login",
+	"POST /logout",
+	"GET /session",
+	"GET /assets/{}",
+	"GET /admin/v1/projects/{}/analytics",
+	"GET /admin/v1/projects/{}/stream",
 }
 
 // adminWithoutToken are the admin-listener routes that need no admin token.
-var adminWithoutToken = []string{"GET /metrics"}
+// The dashboard's page sends a browser without a session to its login page,
+// and its static code holds no data.
+var adminWithoutToken = []string{"GET /metrics", "GET /", "GET /login", "POST /login", "GET /assets/{file}"}
+
+// adminSessionOnly are the admin-listener routes of the dashboard session itself.
+var adminSessionOnly = []string{"POST /logout", "GET /session"}
 
 // wantSchemas are component schemas other packages and clients rely on by name.
 var wantSchemas = []string{
@@ -859,8 +873,13 @@ func checkOperation(t *testing.T, root *yaml.Node, op operation) {
 			}
 			break
 		}
-		if !slices.Equal(schemes, []string{"adminToken"}) {
-			t.Errorf("%s: security schemes %v, want adminToken", op, schemes)
+		// Every admin operation takes the token or a dashboard session (security: *adminSecurity).
+		if slices.Contains(adminSessionOnly, route) {
+			if !slices.Equal(schemes, []string{"dashboardSession"}) {
+				t.Errorf("%s: security schemes %v, want dashboardSession", op, schemes)
+			}
+		} else if !slices.Equal(schemes, []string{"adminToken", "dashboardSession"}) {
+			t.Errorf("%s: security schemes %v, want adminToken or dashboardSession (*adminSecurity)", op, schemes)
 		}
 		if !has("401") {
 			t.Errorf("%s: no 401", op)
@@ -947,7 +966,8 @@ func TestOpenAPIErrorExamples(t *testing.T) {
 					codes[e.Value] = true
 					// The admin token and a refused Origin have messages of their own.
 					other := strings.Contains(m.Value, "admin token") || strings.HasPrefix(m.Value, "Origin ") ||
-						strings.HasPrefix(m.Value, "Too many open streams")
+						strings.HasPrefix(m.Value, "Too many open streams") ||
+						strings.Contains(m.Value, "CSRF token") || m.Value == "Cross-origin request refused"
 					if want, ok := fixed[e.Value]; ok && m.Value != want && !other {
 						t.Errorf("line %d: %s example message %q, want %q", m.Line, e.Value, m.Value, want)
 					}

@@ -292,6 +292,9 @@ func (e *Engine) DeleteProject(id string) error {
 	if err := e.ForgetProjectAnalytics(id); err != nil {
 		return err
 	}
+	if err := e.forgetProjectHooks(id); err != nil { // webhooks and usage alerts (webhooks.go)
+		return err
+	}
 	if err := e.db.DeleteConfig(kindProject, id); err != nil {
 		return err
 	}

@@ -452,6 +452,43 @@ func (e *Engine) disableGone(id string) {
 	e.log.Warn("webhook disabled: the endpoint answered 410 Gone", "webhook", id, "url", r.URL)
 }
 
+// forgetProjectHooks deletes a project's webhooks (with their queues and
+// logs) and usage alerts (with their firings). DeleteProject calls it while
+// holding adminMu.
+func (e *Engine) forgetProjectHooks(projectID string) error {
+	hooks := e.webhooksOf(projectID)
+	alerts := e.alertsOf(projectID)
+	e.hooks.mu.Lock()
+	for _, r := range hooks {
+		delete(e.hooks.webhooks, r.ID)
+	}
+	for _, r := range alerts {
+		delete(e.hooks.alerts, r.ID)
+	}
+	e.hooks.mu.Unlock()
+	e.publishWebhooks()
+	e.publishAlerts()
+	for _, r := range hooks {
+		if err := e.db.DeleteConfig(kindWebhook, r.ID); err != nil {
+			return err
+		}
+		if e.hooks.wh != nil {
+			if err := e.hooks.wh.Forget(r.ID); err != nil {
+				return err
+			}
+		}
+	}
+	for _, r := range alerts {
+		if err := e.db.DeleteConfig(kindAlert, r.ID); err != nil {
+			return err
+		}
+		if err := e.db.DeleteAlertFirings(r.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // webhookSet builds the snapshot the shards and the webhook actor use.
 func (e *Engine) webhookSet() *actors.WebhookSet {
 	e.hooks.mu.RLock()

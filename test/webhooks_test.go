@@ -250,6 +250,17 @@ func TestWebhookAdminAPI(t *testing.T) {
 	}
 	wantStatus(t, s.AdminDo(t, "DELETE", ab+"/"+aid, nil), 204)
 	wantError(t, s.AdminDo(t, "GET", ab+"/"+aid, nil), 404, "not_found", "")
+
+	// Deleting the project deletes its webhooks and alerts with it, for good.
+	wantStatus(t, s.AdminDo(t, "POST", ab, map[string]any{"window": "day", "threshold_percent": 50}), 201)
+	wantStatus(t, s.AdminDo(t, "DELETE", "/admin/v1/projects/"+p, nil), 204)
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	s.Restart()
+	if logs := s.Logs(); strings.Contains(logs, "level=ERROR") {
+		t.Fatalf("errors after deleting a project with webhooks:\n%s", logLines(logs, "level=ERROR", 5))
+	}
 }
 
 func TestWebhookDeliveriesSignedLoggedReplayed(t *testing.T) {
