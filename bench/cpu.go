@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -49,6 +50,42 @@ func ProcCPU(pid int) (time.Duration, error) {
 	return ParseProcStat(b)
 }
 
+// ParseSchedstat returns the run-queue wait (the second field, in
+// nanoseconds) of a /proc/.../schedstat line: time the thread was ready to
+// run but waited for a CPU.
+func ParseSchedstat(b []byte) (time.Duration, error) {
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0, fmt.Errorf("bench: short schedstat")
+	}
+	n, err := strconv.ParseUint(string(f[1]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bench: malformed schedstat")
+	}
+	return time.Duration(n), nil
+}
+
+// ProcRunqWait sums the run-queue wait of a process's live threads: on a
+// machine with more runnable threads than cores, it says how long the server
+// was ready but not running. Threads that exited are not counted.
+func ProcRunqWait(pid int) (time.Duration, error) {
+	files, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(files) == 0 {
+		return 0, fmt.Errorf("bench: no schedstat for %d", pid)
+	}
+	var sum time.Duration
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread exited
+		}
+		if d, err := ParseSchedstat(b); err == nil {
+			sum += d
+		}
+	}
+	return sum, nil
+}
+
 // SelfCPU is the CPU time this process (the load generator) has used so far.
 func SelfCPU() time.Duration {
 	var ru syscall.Rusage
@@ -64,13 +101,28 @@ type CPUMeter struct {
 	pid          int
 	server, self time.Duration
 	ok           bool
+	wait         time.Duration
+	waitOK       bool
 }
 
 // StartCPU takes the first reading.
 func StartCPU(pid int) *CPUMeter {
 	m := &CPUMeter{pid: pid, self: SelfCPU()}
 	m.server, m.ok = m.serverCPU()
+	m.wait, m.waitOK = m.runqWait()
 	return m
+}
+
+func (m *CPUMeter) runqWait() (time.Duration, bool) {
+	pid := m.pid
+	if pid == -1 {
+		pid = os.Getpid()
+	}
+	if pid <= 0 {
+		return 0, false
+	}
+	d, err := ProcRunqWait(pid)
+	return d, err == nil
 }
 
 func (m *CPUMeter) serverCPU() (time.Duration, bool) {
@@ -92,6 +144,9 @@ func (m *CPUMeter) Stop(r *Result) {
 	if srv, ok := m.serverCPU(); ok && m.ok {
 		r.ServerCPU = srv - m.server
 		r.HasServerCPU = true
+	}
+	if w, ok := m.runqWait(); ok && m.waitOK && w >= m.wait {
+		r.ServerRunqWait = w - m.wait
 	}
 	if m.pid != -1 {
 		r.ClientCPU = SelfCPU() - m.self

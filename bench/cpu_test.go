@@ -20,6 +20,15 @@ func TestParseProcStat(t *testing.T) {
 	}
 }
 
+func TestParseSchedstat(t *testing.T) {
+	if d, err := ParseSchedstat([]byte("556184 1092559 2\n")); err != nil || d != 1092559 {
+		t.Errorf("got %v %v", d, err)
+	}
+	if _, err := ParseSchedstat([]byte("1")); err == nil {
+		t.Error("short line accepted")
+	}
+}
+
 func TestCPUMeter(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("no /proc")

@@ -38,6 +38,7 @@ h3{font-size:14px;margin:12px 0 4px;color:#445}
 table{border-collapse:collapse;margin:8px 0;font-variant-numeric:tabular-nums}
 td,th{padding:3px 10px;border-bottom:1px solid #eef;text-align:right;white-space:nowrap} th{background:#f4f5fa}
 td:first-child,th:first-child{text-align:left}
+td.wrap{white-space:normal;max-width:190px;text-align:left}
 .met{color:#176f2c;font-weight:600} .missed{color:#b3261e;font-weight:600}
 .muted{color:#667} .charts{display:flex;flex-wrap:wrap;gap:16px}
 .chart{border:1px solid #e3e5ee;border-radius:6px;padding:6px;background:#fff}
@@ -174,7 +175,8 @@ function scenarioSection(sc) {
   const ser = allSeries(sc);
   const t = el("table", {}, el("tr", {}, ...["series","mode","conns","rate","min–max","p50","p90","p99","p99.9","max","ok / requests","server CPU","generator CPU"].map(h => el("th", {}, h))));
   for (const s of ser) t.append(el("tr", {}, ...[s.name, s.mode, s.conns, fmtRate(s.rate, sc.unit), fmtInt(s.rate_min) + "–" + fmtInt(s.rate_max), fmtUs(s.latency.p50_us), fmtUs(s.latency.p90_us), fmtUs(s.latency.p99_us), fmtUs(s.latency.p99_9_us), fmtUs(s.latency.max_us), fmtInt(s.ok) + " / " + fmtInt(s.requests),
-    s.server_cpu_cores ? s.server_cpu_cores.toFixed(2) + " cores, " + fmtUs(s.server_cpu_us_per_ok) + "/ok" : "", s.client_cpu_cores ? s.client_cpu_cores.toFixed(2) + " cores" : ""].map(v => el("td", {}, v))));
+    s.server_cpu_cores ? s.server_cpu_cores.toFixed(2) + " cores, " + fmtUs(s.server_cpu_us_per_ok) + "/ok" + (s.server_runqueue_wait_s_per_s ? ", waited " + s.server_runqueue_wait_s_per_s.toFixed(2) + " s/s for a CPU" : "") : "",
+    s.client_cpu_cores ? s.client_cpu_cores.toFixed(2) + " cores" : ""].map((v, i) => el("td", i >= 11 ? {class: "wrap"} : {}, v))));
   for (const s of ser) for (const c of s.classes || []) t.append(el("tr", {}, ...["  " + s.name + " · " + c.name, "", "", "", "", fmtUs(c.latency.p50_us), fmtUs(c.latency.p90_us), fmtUs(c.latency.p99_us), fmtUs(c.latency.p99_9_us), fmtUs(c.latency.max_us), fmtInt(c.ok) + " / " + fmtInt(c.requests)].map(v => el("td", {}, v))));
   sec.append(t);
   const charts = el("div", {class: "charts"});

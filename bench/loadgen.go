@@ -140,6 +140,9 @@ type Result struct {
 	ServerCPU    time.Duration
 	HasServerCPU bool
 	ClientCPU    time.Duration
+	// ServerRunqWait is how long the server's threads were ready to run but
+	// waited for a CPU during the run (Linux schedstat).
+	ServerRunqWait time.Duration
 }
 
 // ClassResult is one class of requests within a run.

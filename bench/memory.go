@@ -149,6 +149,9 @@ func (m *MemSource) Read(ctx context.Context, heap bool) (MemSample, error) {
 			s.HeapInuse, s.HeapSys = ms["HeapInuse"], ms["HeapSys"]
 		}
 	}
+	if s.RSS == 0 && s.HeapSys > 0 {
+		return s, nil // a remote server: the Go heap is all there is
+	}
 	if s.RSS == 0 && err == nil {
 		err = fmt.Errorf("no memory reading (no pid, no process_resident_memory_bytes)")
 	}
@@ -276,6 +279,20 @@ func FlatAllowance(meanRSS uint64) float64 {
 // (warm-up: memtables and caches filling) and calls memory flat when the
 // fitted growth over that span stays within FlatAllowance.
 func AnalyzeMemory(samples []MemSample, skip float64) MemTrend {
+	// Without RSS (a remote server without a memory gauge) the Go heap's
+	// size as obtained from the OS stands in for it.
+	noRSS := len(samples) > 0
+	for _, s := range samples {
+		noRSS = noRSS && s.RSS == 0
+	}
+	if noRSS {
+		alt := make([]MemSample, len(samples))
+		for i, s := range samples {
+			alt[i] = s
+			alt[i].RSS = s.HeapSys
+		}
+		samples = alt
+	}
 	var t MemTrend
 	t.Samples = len(samples)
 	if len(samples) == 0 {

@@ -96,6 +96,13 @@ func TestAnalyzeMemory(t *testing.T) {
 	if leak.Flat || math.Abs(leak.RSSSlope-10*mib) > mib/100 || !strings.HasPrefix(leak.FlatReason, "GROWING") {
 		t.Errorf("leak: %+v", leak)
 	}
+	heapOnly := series(func(int) uint64 { return 0 })
+	for i := range heapOnly {
+		heapOnly[i].HeapSys = 64 * mib
+	}
+	if got := AnalyzeMemory(heapOnly, 0.2); !got.Flat || got.MeanRSS != 64*mib {
+		t.Errorf("heap only: %+v", got)
+	}
 	if got := AnalyzeMemory(nil, 0.2); got.Flat || got.FlatReason != "no samples" {
 		t.Errorf("empty: %+v", got)
 	}

@@ -88,6 +88,22 @@ func (b *PebbleBaseline) Close() error {
 	return err
 }
 
+// Quiesce waits, at most max, until the store has no flush or compaction
+// running, so that the background work a round left behind does not eat into
+// the next subject's round (eventd's own compactions stay in its figures:
+// they are its cost). It reports how long it waited.
+func (b *PebbleBaseline) Quiesce(ctx context.Context, max time.Duration) time.Duration {
+	start := time.Now()
+	for time.Since(start) < max && ctx.Err() == nil {
+		m := b.db.Metrics()
+		if m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
 // Progress reports commits done and succeeded so far, cumulative over runs,
 // for a live progress line.
 func (b *PebbleBaseline) Progress() (done, ok uint64) { return b.done.Load(), b.ok.Load() }

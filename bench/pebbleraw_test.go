@@ -56,3 +56,19 @@ func TestPebbleBaselineCommits(t *testing.T) {
 		}
 	}
 }
+
+func TestPebbleBaselineQuiesce(t *testing.T) {
+	b, err := OpenPebbleBaseline(PebbleOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Run(context.Background(), PebbleRun{Committers: 2, EventsPerCommit: 10, Duration: time.Minute, MaxEvents: 200}); err != nil {
+		t.Fatal(err)
+	}
+	b.Quiesce(context.Background(), time.Minute)
+	m := b.db.Metrics()
+	if m.Compact.NumInProgress != 0 || m.Flush.NumInProgress != 0 {
+		t.Errorf("still busy: %d compactions, %d flushes", m.Compact.NumInProgress, m.Flush.NumInProgress)
+	}
+}

@@ -99,6 +99,7 @@ func (s *Series) Total() *Result {
 		t.ServerCPU += r.ServerCPU
 		t.HasServerCPU = t.HasServerCPU || r.HasServerCPU
 		t.ClientCPU += r.ClientCPU
+		t.ServerRunqWait += r.ServerRunqWait
 		t.Requests += r.Requests
 		t.OK += r.OK
 		t.Events += r.Events
@@ -450,10 +451,11 @@ type SeriesReport struct {
 	Stream         *StreamReport     `json:"stream,omitempty"`
 	// CPU: cores the server and the generator kept busy on average, and the
 	// server's CPU per successful request (0 when it could not be read).
-	ServerCores      float64       `json:"server_cpu_cores"`
-	ClientCores      float64       `json:"client_cpu_cores"`
-	ServerCPUPerOKUs float64       `json:"server_cpu_us_per_ok"`
-	Rounds           []RoundReport `json:"rounds"`
+	ServerCores        float64       `json:"server_cpu_cores"`
+	ClientCores        float64       `json:"client_cpu_cores"`
+	ServerCPUPerOKUs   float64       `json:"server_cpu_us_per_ok"`
+	ServerRunqWaitPerS float64       `json:"server_runqueue_wait_s_per_s"`
+	Rounds             []RoundReport `json:"rounds"`
 }
 
 // CPUCores is the average number of cores a CPU time kept busy over d.
@@ -478,8 +480,11 @@ func CPUText(s *Series) string {
 		}
 	}
 	gen := ""
+	if t.ServerRunqWait > 0 {
+		gen = fmt.Sprintf(", waited %.2f s/s for a CPU", CPUCores(t.ServerRunqWait, t.Elapsed))
+	}
 	if t.ClientCPU > 0 {
-		gen = fmt.Sprintf("; generator %.2f cores", CPUCores(t.ClientCPU, t.Elapsed))
+		gen += fmt.Sprintf("; generator %.2f cores", CPUCores(t.ClientCPU, t.Elapsed))
 	}
 	return fmt.Sprintf("%s %.2f cores%s%s", s.Name, CPUCores(t.ServerCPU, t.Elapsed), per, gen)
 }
@@ -559,6 +564,7 @@ func SeriesJSON(s *Series, origin time.Time) SeriesReport {
 		}
 	}
 	out.ClientCores = CPUCores(t.ClientCPU, t.Elapsed)
+	out.ServerRunqWaitPerS = CPUCores(t.ServerRunqWait, t.Elapsed)
 	for _, r := range s.Rounds {
 		start := 0.0
 		if !origin.IsZero() && !r.Started.IsZero() {

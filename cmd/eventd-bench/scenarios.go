@@ -131,7 +131,11 @@ func pebbleSubject(e *env, name string, committers, perCommit int, unit string) 
 				d, o := e.pebble.Progress()
 				return d - done0, o - ok0
 			})
-			return e.pebble.Run(ctx, bench.PebbleRun{Committers: committers, EventsPerCommit: perCommit, Duration: d})
+			res, err := e.pebble.Run(ctx, bench.PebbleRun{Committers: committers, EventsPerCommit: perCommit, Duration: d})
+			// Outside the measured time: let the store's flushes and
+			// compactions finish before the next subject runs.
+			e.pebble.Quiesce(ctx, 10*time.Second)
+			return res, err
 		}}
 }
 
