@@ -178,3 +178,17 @@ func (p *Principal) Definition(name string) *event.Definition {
 	}
 	return (*defs)[name]
 }
+
+// ReaderFor is a read-only principal for one environment of a project, for
+// the admin side (dashboard analytics and live feed): it has no key, is never
+// counted against a limit, and must only be used for reads.
+func (e *Engine) ReaderFor(projectID, env string) (*Principal, error) {
+	ps, ds, err := e.dataset(projectID, env)
+	if err != nil {
+		return nil, err
+	}
+	if env == "" {
+		env = Live
+	}
+	return &Principal{rec: &keyRecord{ID: "admin", ProjectID: projectID, Type: Secret, Environment: env}, project: ps, dataset: ds}, nil
+}

@@ -235,7 +235,11 @@ func (s *Server) handleLogin(ctx *fasthttp.RequestCtx) {
 		var in struct {
 			Token string `json:"token"`
 		}
-		_ = json.Unmarshal(body, &in)
+		if err := json.Unmarshal(body, &in); err != nil {
+			writeError(ctx, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Request body must be a JSON object of the documented shape",
+				details: map[string]string{"body": `expected {"token": "<admin token>"}`}})
+			return
+		}
 		token = in.Token
 	} else if vals, err := url.ParseQuery(string(body)); err == nil {
 		token = vals.Get("token")
@@ -359,37 +363,18 @@ func adminEnvironment(ctx *fasthttp.RequestCtx) (string, *apiError) {
 		details: map[string]string{"environment": "must be live or test"}}
 }
 
-// datasetPrincipal finds a way to read one environment of a project for the
-// admin API: the engine reads datasets through a key's principal, so this
-// takes an active key of that environment (a secret one if there is one).
-// Reads through it count against no limit and do not mark the key as used.
+// datasetPrincipal is the engine's read-only principal for one environment
+// of a project: the dashboard reads analytics and the live feed without any
+// API key, so no key text reaches the browser and no customer limit is used.
 func (s *Server) datasetPrincipal(projectID, env string) (*engine.Principal, *apiError) {
-	keys, err := s.eng.Keys(projectID)
+	p, err := s.eng.ReaderFor(projectID, env)
 	if errors.Is(err, engine.ErrNotFound) {
 		return nil, newError(fasthttp.StatusNotFound, codeNotFound, "Project not found")
 	}
 	if err != nil {
 		return nil, newError(fasthttp.StatusInternalServerError, codeInternal, "Internal server error")
 	}
-	var fallback *engine.Principal
-	for _, k := range keys {
-		if k.RevokedAt != nil || k.Environment != env {
-			continue
-		}
-		p := s.eng.PrincipalByID(k.ID)
-		switch {
-		case p == nil:
-		case p.CanRead():
-			return p, nil
-		case fallback == nil:
-			fallback = p
-		}
-	}
-	if fallback != nil {
-		return fallback, nil
-	}
-	return nil, newError(fasthttp.StatusConflict, "conflict",
-		"The "+env+" environment of this project has no active API key; create one to read its analytics and live feed")
+	return p, nil
 }
 
 // adminAnalytics is GET /analytics for one environment of a project, for
@@ -472,7 +457,7 @@ func (s *Server) adminStream(ctx *fasthttp.RequestCtx) {
 	sub := &subscriber{
 		st:       s.streams,
 		queue:    make(chan *storage.Event, s.streamQueue),
-		control:  make(chan []byte, 8),
+		control:  make(chan wsFrame, 8),
 		overflow: make(chan struct{}),
 		shutdown: make(chan struct{}),
 	}
@@ -495,7 +480,9 @@ func (s *Server) adminStream(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// watchSession stops a live feed once its session has ended.
+// watchSession stops a live feed once its session has ended: at once on
+// logout, and within a quarter of the idle timeout (30 s at most) when it
+// expires, since expiry is only noticed by looking.
 func (s *Server) watchSession(sess *session, sub *subscriber, done <-chan struct{}) {
 	every := min(max(s.dash.sessions.idle/4, 100*time.Millisecond), 30*time.Second)
 	t := time.NewTicker(every)
@@ -503,6 +490,9 @@ func (s *Server) watchSession(sess *session, sub *subscriber, done <-chan struct
 	for {
 		select {
 		case <-done:
+			return
+		case <-sess.ended:
+			sub.stop()
 			return
 		case <-t.C:
 			if !s.dash.sessions.alive(sess) {

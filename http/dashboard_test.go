@@ -281,3 +281,35 @@ func TestDashboardLogoutAndAssets(t *testing.T) {
 		}
 	}
 }
+
+// Behind a TLS-terminating proxy the cookie is still Secure and __Host-
+// prefixed, and the https Origin of the page is this origin.
+func TestDashboardBehindTLSProxy(t *testing.T) {
+	s, _ := newTestServer(t)
+	r := testRequest(s, "POST", "/login", "token=adm_secret", "Content-Type: application/x-www-form-urlencoded",
+		"X-Forwarded-Proto: https", "Origin: https://127.0.0.1:8081")
+	raw := string(r.Header.PeekCookie(sessionCookieTLS))
+	if r.StatusCode() != 303 || !strings.Contains(raw, "secure") || !strings.HasPrefix(raw, sessionCookieTLS+"=") {
+		t.Fatalf("login behind a proxy: %d %q", r.StatusCode(), raw)
+	}
+	var ck fasthttp.Cookie
+	_ = ck.ParseBytes(r.Header.PeekCookie(sessionCookieTLS))
+	cookie := "Cookie: " + sessionCookieTLS + "=" + string(ck.Value())
+	r = testRequest(s, "GET", "/session", "", cookie, "X-Forwarded-Proto: https")
+	var sv sessionView
+	if err := json.Unmarshal(r.Body(), &sv); err != nil {
+		t.Fatalf("session: %d %s", r.StatusCode(), r.Body())
+	}
+	if r := testRequest(s, "POST", "/admin/v1/projects", `{"name":"p"}`, cookie, "X-Forwarded-Proto: https",
+		"Origin: https://127.0.0.1:8081", "X-CSRF-Token: "+sv.CSRFToken); r.StatusCode() != 201 {
+		t.Fatalf("create behind a proxy: %d %s", r.StatusCode(), r.Body())
+	}
+	if r := testRequest(s, "POST", "/admin/v1/projects", `{"name":"p"}`, cookie, "X-Forwarded-Proto: https",
+		"Origin: https://127.0.0.1:8082", "X-CSRF-Token: "+sv.CSRFToken); r.StatusCode() != 403 {
+		t.Fatalf("another port is another origin: %d", r.StatusCode())
+	}
+	// Without the header the plain cookie name applies: the __Host- cookie is not looked at.
+	if r := testRequest(s, "GET", "/session", "", cookie); r.StatusCode() != 401 {
+		t.Fatalf("plain request with the __Host- cookie: %d", r.StatusCode())
+	}
+}

@@ -44,6 +44,7 @@ type session struct {
 	csrf     string
 	created  time.Time
 	lastSeen time.Time
+	ended    chan struct{} // closed when the session is removed (logout, eviction, expiry found)
 }
 
 // sessionStore holds the live sessions; now is replaceable for tests.
@@ -74,7 +75,7 @@ func randomToken() string {
 func (st *sessionStore) create() (string, *session) {
 	id := randomToken()
 	now := st.now()
-	s := &session{key: sha256.Sum256([]byte(id)), csrf: randomToken(), created: now, lastSeen: now}
+	s := &session{key: sha256.Sum256([]byte(id)), csrf: randomToken(), created: now, lastSeen: now, ended: make(chan struct{})}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.sweepLocked(now)
@@ -85,7 +86,7 @@ func (st *sessionStore) create() (string, *session) {
 				oldest = o
 			}
 		}
-		delete(st.byID, oldest.key)
+		st.endLocked(oldest)
 	}
 	st.byID[s.key] = s
 	return id, s
@@ -97,10 +98,18 @@ func (st *sessionStore) expiredLocked(s *session, now time.Time) bool {
 }
 
 func (st *sessionStore) sweepLocked(now time.Time) {
-	for k, s := range st.byID {
+	for _, s := range st.byID {
 		if st.expiredLocked(s, now) {
-			delete(st.byID, k)
+			st.endLocked(s)
 		}
+	}
+}
+
+// endLocked removes s and tells whoever waits on it (its live feeds).
+func (st *sessionStore) endLocked(s *session) {
+	if st.byID[s.key] == s {
+		delete(st.byID, s.key)
+		close(s.ended)
 	}
 }
 
@@ -119,7 +128,7 @@ func (st *sessionStore) lookup(id []byte, touch bool) *session {
 		return nil
 	}
 	if st.expiredLocked(s, now) {
-		delete(st.byID, key)
+		st.endLocked(s)
 		return nil
 	}
 	if touch {
@@ -150,14 +159,22 @@ func (st *sessionStore) expiresAt(s *session) time.Time {
 
 func (st *sessionStore) remove(s *session) {
 	st.mu.Lock()
-	delete(st.byID, s.key)
+	st.endLocked(s)
 	st.mu.Unlock()
 }
 
-// cookieName is the session cookie's name for this connection: the
-// __Host- prefix needs Secure, which only makes sense over TLS.
+// secureRequest reports a request that reached the browser over TLS:
+// served with TLS here, or by a TLS-terminating proxy that says so with
+// X-Forwarded-Proto. A client that sends that header itself only makes its
+// own cookie Secure.
+func secureRequest(ctx *fasthttp.RequestCtx) bool {
+	return ctx.IsTLS() || bytes.EqualFold(ctx.Request.Header.Peek("X-Forwarded-Proto"), []byte("https"))
+}
+
+// cookieName is the session cookie's name for this request: the __Host-
+// prefix needs Secure, which only makes sense over TLS.
 func cookieName(ctx *fasthttp.RequestCtx) string {
-	if ctx.IsTLS() {
+	if secureRequest(ctx) {
 		return sessionCookieTLS
 	}
 	return sessionCookie
@@ -174,7 +191,7 @@ func setSessionCookie(ctx *fasthttp.RequestCtx, value string, del bool) {
 	c.SetPath("/")
 	c.SetHTTPOnly(true)
 	c.SetSameSite(fasthttp.CookieSameSiteStrictMode)
-	c.SetSecure(ctx.IsTLS())
+	c.SetSecure(secureRequest(ctx))
 	if del {
 		c.SetMaxAge(-1) // written as Max-Age=0
 	}
@@ -186,24 +203,27 @@ func (s *Server) requestSession(ctx *fasthttp.RequestCtx, touch bool) *session {
 	return s.dash.sessions.lookup(ctx.Request.Header.Cookie(cookieName(ctx)), touch)
 }
 
-// selfOrigin is the origin the browser reports for pages served by this
-// listener. It comes from the request's Host, which is safe here: a
-// DNS-rebinding page with a foreign Host never carries this host's cookie.
-func selfOrigin(ctx *fasthttp.RequestCtx) []byte {
-	scheme := "http://"
-	if ctx.IsTLS() {
-		scheme = "https://"
+// originHost is the host[:port] of an Origin header, nil for "null" or junk.
+func originHost(o []byte) []byte {
+	for _, scheme := range [][]byte{[]byte("https://"), []byte("http://")} {
+		if bytes.HasPrefix(o, scheme) {
+			return o[len(scheme):]
+		}
 	}
-	return append([]byte(scheme), ctx.Host()...)
+	return nil
 }
 
 // sameOriginRequest refuses requests a browser marks as coming from another
-// origin: an Origin header of another origin, or Sec-Fetch-Site other than
-// same-origin or none (a page of the public listener is same-site but not
-// same-origin, and is refused too). Clients that send neither pass; they
-// still need the session cookie and, for changes, the CSRF token.
+// origin: an Origin whose host[:port] is not the request's Host, or
+// Sec-Fetch-Site other than same-origin or none (a page of the public
+// listener is same-site but not same-origin, and is refused too). The Host
+// is safe to compare with: a DNS-rebinding page with a foreign Host never
+// carries this host's cookie. The scheme is left out so that a
+// TLS-terminating proxy in front needs no configuration. Clients that send
+// neither header pass; they still need the session cookie and, for
+// changes, the CSRF token.
 func sameOriginRequest(ctx *fasthttp.RequestCtx) bool {
-	if o := ctx.Request.Header.Peek("Origin"); len(o) > 0 && !bytes.Equal(o, selfOrigin(ctx)) {
+	if o := ctx.Request.Header.Peek("Origin"); len(o) > 0 && !bytes.EqualFold(originHost(o), ctx.Host()) {
 		return false
 	}
 	switch site := string(ctx.Request.Header.Peek("Sec-Fetch-Site")); site {

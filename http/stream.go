@@ -1,7 +1,9 @@
 package http
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -100,7 +102,7 @@ type subscriber struct {
 	st       *streams
 	filter   atomic.Pointer[streamFilter]
 	queue    chan *storage.Event
-	control  chan []byte
+	control  chan wsFrame
 	overflow chan struct{}
 	shutdown chan struct{}
 	once     sync.Once
@@ -204,7 +206,7 @@ func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
 	sub := &subscriber{
 		st:       s.streams,
 		queue:    make(chan *storage.Event, s.streamQueue),
-		control:  make(chan []byte, 8),
+		control:  make(chan wsFrame, 8),
 		overflow: make(chan struct{}),
 		shutdown: make(chan struct{}),
 	}
@@ -239,27 +241,28 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 	subscribedAt := time.Now()
 	s.eng.Subscribe(p, sub)
 
+	// Frames go through one buffer straight onto the connection: one
+	// write(2) per drain of the queue instead of one per event, which is
+	// what bounds fan-out to many subscribers. Only this goroutine writes;
+	// the reader hands pongs and close replies over through sub.control.
+	fw := newFrameWriter(conn.NetConn())
 	var lastID storage.ID
 	var replayed map[storage.ID]struct{}
 	buf := make([]byte, 0, 512)
-	write := func(e *storage.Event) bool {
+	add := func(e *storage.Event) {
 		buf = append(buf[:0], `{"type":"event","data":`...)
 		buf = appendEvent(buf, e, true)
 		buf = append(buf, '}')
-		_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
-		if err := conn.WriteMessage(websocket.TextMessage, buf); err != nil {
-			return false
-		}
+		fw.frame(websocket.TextMessage, buf)
 		lastID = e.ID
 		st.sent.Inc()
-		return true
 	}
 	if since != nil {
 		cutoff := subscribedAt.Add(-replaySlack).UnixMilli()
 		replayed = make(map[storage.ID]struct{})
 		cursor := *since
 		for {
-			n, ok := 0, true
+			n := 0
 			f := sub.filter.Load()
 			err := s.eng.EventsAfter(p, cursor, replayChunk, func(e *storage.Event) bool {
 				n++
@@ -268,15 +271,32 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 					replayed[e.ID] = struct{}{}
 				}
 				if f.match(e) {
-					ok = write(e)
+					add(e)
 				}
-				return ok
+				return true
 			})
-			if err != nil || !ok {
+			if err != nil || fw.flush() != nil {
 				return
 			}
 			if n < replayChunk {
 				break
+			}
+		}
+	}
+	// drain adds what is queued now (at most a bounded amount, so pings and
+	// control frames are not starved) after e.
+	drain := func(e *storage.Event) {
+		for i := 0; ; i++ {
+			if _, dup := replayed[e.ID]; !dup {
+				add(e)
+			}
+			if i == maxFramesPerWrite {
+				return
+			}
+			select {
+			case e = <-sub.queue:
+			default:
+				return
 			}
 		}
 	}
@@ -288,21 +308,11 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 	for {
 		select {
 		case e := <-sub.queue:
-			if _, dup := replayed[e.ID]; dup {
-				continue
-			}
-			if !write(e) {
-				return
-			}
-		case msg := <-sub.control:
-			_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
-			if conn.WriteMessage(websocket.TextMessage, msg) != nil {
-				return
-			}
+			drain(e)
+		case f := <-sub.control:
+			fw.frame(f.op, f.payload)
 		case <-ping.C:
-			if conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)) != nil {
-				return
-			}
+			fw.frame(websocket.PingMessage, nil)
 		case <-sub.overflow:
 			st.slowCloses.Inc()
 			msg := []byte(`{"type":"error","error":"slow_consumer","message":"The subscriber's queue overflowed; reconnect with since=last_id","last_id":`)
@@ -312,29 +322,79 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 				msg = append(append(append(msg, '"'), ids.AppendEvent(nil, lastID)...), '"')
 			}
 			msg = append(msg, '}')
-			_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
-			_ = conn.WriteMessage(websocket.TextMessage, msg)
-			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeSlowConsumer, "slow consumer"), time.Now().Add(writeWait))
+			fw.frame(websocket.TextMessage, msg)
+			fw.frame(websocket.CloseMessage, websocket.FormatCloseMessage(closeSlowConsumer, "slow consumer"))
+			_ = fw.flush()
 			return
 		case <-sub.shutdown:
 			// Everything committed before shutdown is already queued: send it, then say goodbye.
 			for {
 				select {
 				case e := <-sub.queue:
-					if _, dup := replayed[e.ID]; !dup && !write(e) {
-						return
-					}
+					drain(e)
 					continue
 				default:
 				}
 				break
 			}
-			_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(writeWait))
+			fw.frame(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"))
+			_ = fw.flush()
 			return
 		case <-readerDone:
 			return
 		}
+		if fw.flush() != nil {
+			return
+		}
 	}
+}
+
+// maxFramesPerWrite bounds how many queued events one write carries.
+const maxFramesPerWrite = 256
+
+// wsFrame is a frame the reader asks the writer to send.
+type wsFrame struct {
+	op      int
+	payload []byte
+}
+
+// frameWriter writes unmasked server frames (RFC 6455 section 5.2) into a
+// buffer flushed with one write and one deadline.
+type frameWriter struct {
+	conn net.Conn
+	buf  []byte
+}
+
+func newFrameWriter(conn net.Conn) *frameWriter {
+	return &frameWriter{conn: conn, buf: make([]byte, 0, 64<<10)}
+}
+
+func (w *frameWriter) frame(op int, payload []byte) {
+	w.buf = append(w.buf, 0x80|byte(op)) // FIN, no extensions
+	switch n := len(payload); {
+	case n < 126:
+		w.buf = append(w.buf, byte(n))
+	case n <= 0xffff:
+		w.buf = append(w.buf, 126, byte(n>>8), byte(n))
+	default:
+		w.buf = append(w.buf, 127)
+		w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(n))
+	}
+	w.buf = append(w.buf, payload...)
+}
+
+func (w *frameWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	_ = w.conn.SetWriteDeadline(time.Now().Add(writeWait))
+	_, err := w.conn.Write(w.buf)
+	if cap(w.buf) > 1<<20 {
+		w.buf = make([]byte, 0, 64<<10) // do not keep a burst's buffer forever
+	} else {
+		w.buf = w.buf[:0]
+	}
+	return err
 }
 
 // readStream handles client messages (subscribe) and pongs; it ends the
@@ -346,6 +406,23 @@ func (s *Server) readStream(conn *websocket.Conn, sub *subscriber, done chan str
 	conn.SetPongHandler(func(string) error {
 		return conn.SetReadDeadline(time.Now().Add(s.streamPong))
 	})
+	// The writer goroutine owns the connection's output: answer pings and
+	// closes through it instead of gorilla's default handlers, which write
+	// themselves.
+	conn.SetPingHandler(func(data string) error {
+		select {
+		case sub.control <- wsFrame{websocket.PongMessage, []byte(data)}:
+		default:
+		}
+		return nil
+	})
+	conn.SetCloseHandler(func(code int, _ string) error {
+		select {
+		case sub.control <- wsFrame{websocket.CloseMessage, websocket.FormatCloseMessage(code, "")}:
+		default:
+		}
+		return nil
+	})
 	for {
 		_, msg, err := conn.ReadMessage()
 		if err != nil {
@@ -354,7 +431,7 @@ func (s *Server) readStream(conn *websocket.Conn, sub *subscriber, done chan str
 		_ = conn.SetReadDeadline(time.Now().Add(s.streamPong))
 		reply := handleClientMessage(sub, msg)
 		select {
-		case sub.control <- reply:
+		case sub.control <- wsFrame{websocket.TextMessage, reply}:
 		default: // a client flooding messages without reading loses replies, not the server
 		}
 	}

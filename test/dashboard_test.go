@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -236,8 +238,8 @@ func TestDashboardSecureCookieOverTLS(t *testing.T) {
 	if r := d.do(t, "POST", "/admin/v1/projects", map[string]any{"name": "tls"}, "X-CSRF-Token: !", "Origin: "+base); r.Status != 201 {
 		t.Fatalf("create over TLS with the session: %d %s", r.Status, r.Body)
 	}
-	if r := d.do(t, "POST", "/admin/v1/projects", map[string]any{"name": "tls"}, "X-CSRF-Token: !", "Origin: "+s.Admin); r.Status != 403 {
-		t.Fatalf("the http:// origin is another origin: %d", r.Status)
+	if r := d.do(t, "POST", "/admin/v1/projects", map[string]any{"name": "tls"}, "X-CSRF-Token: !", "Origin: "+strings.Replace(s.Public, "http://", "https://", 1)); r.Status != 403 {
+		t.Fatalf("the public listener is another origin: %d", r.Status)
 	}
 }
 
@@ -295,6 +297,12 @@ func TestDashboardCSRF(t *testing.T) {
 	_, msg, err := c.ReadMessage()
 	if err != nil || !strings.Contains(string(msg), "through_the_feed") {
 		t.Fatalf("feed message %s, %v", msg, err)
+	}
+	// Logging out closes the session's feeds at once (the idle timeout here is 12 h).
+	wantStatus(t, d.do(t, "POST", "/logout", nil, "X-CSRF-Token: !", "Origin: "+s.Admin), 204)
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, _, err := c.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+		t.Fatalf("feed after logout: %v, want a 1001 close", err)
 	}
 }
 
@@ -589,6 +597,7 @@ func TestDashboardBrowser(t *testing.T) {
 		})
 	}
 	var projectID, key string
+	var hist history
 	send := func(event string, props map[string]any, visitor string) *Response {
 		body := map[string]any{"event": event, "properties": props}
 		if visitor != "" {
@@ -643,7 +652,7 @@ func TestDashboardBrowser(t *testing.T) {
 		u.waitText("New project")
 		u.labelled(t, "projects")
 		u.fill("Project name", "Storefront")
-		u.sel("Plan", "enterprise")
+		u.sel("Plan", "professional")
 		u.click("button", "Create project")
 		u.waitFor(`document.getElementById('page-title') && document.getElementById('page-title').textContent === 'API keys'`)
 		m := regexp.MustCompile(`#/p/([^/]+)/test/keys$`).FindStringSubmatch(u.str("location.hash"))
@@ -651,7 +660,7 @@ func TestDashboardBrowser(t *testing.T) {
 			t.Fatalf("after creating a project: %s", u.str("location.hash"))
 		}
 		projectID = m[1]
-		if r := s.AdminDo(t, "GET", "/admin/v1/projects/"+projectID, nil); r.Status != 200 || r.JSON(t)["plan"] != "enterprise" {
+		if r := s.AdminDo(t, "GET", "/admin/v1/projects/"+projectID, nil); r.Status != 200 || r.JSON(t)["plan"] != "professional" {
 			t.Fatalf("project: %d %s", r.Status, r.Body)
 		}
 		// The test environment is marked as such.
@@ -679,7 +688,7 @@ func TestDashboardBrowser(t *testing.T) {
 		}
 		u.shot("keys")
 		u.click("button", "I have copied it")
-		u.goTo("/#/p/" + projectID + "/test/keys")
+		d.call(nil, "reload", "page", "d")
 		u.ready()
 		u.waitText("Backend", "table")
 		var again bool
@@ -689,6 +698,14 @@ func TestDashboardBrowser(t *testing.T) {
 		}
 		u.waitText(key[:12]+"…", "table") // the prefix is what stays
 		wantStatus(t, send("warmup", nil, ""), 201)
+		hist = dashHistory(time.Now())
+		for i := 0; i < len(hist.events); i += 100 {
+			r := Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": hist.events[i:min(i+100, len(hist.events))]})
+			wantStatus(t, r, 201)
+			if bytes.Contains(r.Body, []byte(`"status":"rejected"`)) {
+				t.Fatalf("history rejected: %s", r.Body)
+			}
+		}
 	})
 
 	run("events arrive in the live feed", func(t *testing.T) {
@@ -725,10 +742,14 @@ func TestDashboardBrowser(t *testing.T) {
 		u.shot("live")
 	})
 
-	const total = 8 // warmup, 3+1 signups, 2 purchases, while_paused
 	run("events show in the chart", func(t *testing.T) {
+		// The tour sent warmup, 4 signups, 2 purchases and while_paused, from visitors v_0, v_1, v_2 and v_9.
+		total := len(hist.events) + 8
+		for _, v := range []string{"v_0", "v_1", "v_2", "v_9"} {
+			hist.visitors[v] = true
+		}
 		u.nav("Analytics", "Analytics")
-		u.waitFor(fmt.Sprintf(`document.querySelector('[data-testid=total-events]') && document.querySelector('[data-testid=total-events]').textContent === '%d'`, total))
+		u.waitFor(fmt.Sprintf(`document.querySelector('[data-testid=total-events]') && document.querySelector('[data-testid=total-events]').textContent === %q`, fmtThousands(total)))
 		var chart struct {
 			Total string `json:"total"`
 			Paths int    `json:"paths"`
@@ -739,14 +760,16 @@ func TestDashboardBrowser(t *testing.T) {
 		if chart.Total != fmt.Sprint(total) || chart.Paths != 1 || !strings.Contains(chart.Label, fmt.Sprintf("%d events", total)) {
 			t.Fatalf("chart %+v", chart)
 		}
-		if v := u.str(`document.querySelector('[data-testid=unique-visitors]').textContent`); v != "4" {
-			t.Errorf("unique visitors %s, want 4", v)
+		// HyperLogLog: exact or within one at this size.
+		if v, _ := strconv.Atoi(u.str(`document.querySelector('[data-testid=unique-visitors]').textContent`)); v < len(hist.visitors)-1 || v > len(hist.visitors)+1 {
+			t.Errorf("unique visitors %d, want %d", v, len(hist.visitors))
 		}
-		u.waitText("signup", "figure[data-chart=bars]")
+		u.waitFor(fmt.Sprintf(`(document.querySelector('figure[data-chart=bars] svg') || {getAttribute: () => ''}).getAttribute('aria-label').includes('signup %d,')`,
+			hist.byName["signup"]+4))
 		u.fill("Property name", "plan")
 		u.click("button", "Break down")
 		u.waitFor(`(() => { const svg = document.querySelector('form[aria-labelledby=bd-title] figure[data-chart=bars] svg');
-			return !!svg && svg.getAttribute('aria-label').includes('pro 3'); })()`)
+			return !!svg && svg.getAttribute('aria-label').includes('pro ` + strconv.Itoa(hist.byPlan["pro"]+3) + `'); })()`)
 		u.labelled(t, "analytics")
 		u.shot("analytics")
 	})
@@ -785,9 +808,21 @@ func TestDashboardBrowser(t *testing.T) {
 		u.waitFor(`!!document.querySelector('figure[data-chart=funnel] svg')`)
 		wantStatus(t, send("purchase", map[string]any{"amount": 10}, "v_0"), 201)
 		u.labelled(t, "goals")
-		u.goTo("/#/p/" + projectID + "/test/goals")
+		// Goals are evaluated after the commit, off the request path.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			r := s.AdminDo(t, "GET", "/admin/v1/projects/"+projectID+"/analytics?environment=test&type=goals", nil)
+			wantStatus(t, r, 200)
+			if bytes.Contains(r.Body, []byte(`"completions":1`)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("goal not completed: %s", r.Body)
+			}
+		}
+		d.call(nil, "reload", "page", "d")
 		u.ready()
-		u.waitFor(`!!document.querySelector('figure[data-chart=funnel] svg') && !!document.querySelector('figure[data-chart=bars] svg')`)
+		u.waitFor(`!!document.querySelector('figure[data-chart=funnel] svg') && !!document.querySelector('figure[data-chart=bars] svg') &&
+			[...document.querySelectorAll('table tbody tr')].some((tr) => tr.cells[0].textContent === 'Purchased' && tr.cells[3].textContent === '1')`)
 		u.shot("goals")
 	})
 
@@ -815,33 +850,40 @@ func TestDashboardBrowser(t *testing.T) {
 		u.sel("Window", "minute")
 		u.fill("Threshold (% of the limit)", "50")
 		u.click("button", "Create alert")
-		u.waitText("50%", "table")
+		u.waitText("50%", "section[aria-labelledby=alerts-title] table")
 		u.labelled(t, "webhooks")
 		u.shot("webhooks")
 	})
 
-	run("usage against limits", func(t *testing.T) {
+	run("plan and usage against limits", func(t *testing.T) {
+		u.nav("Settings", "Project settings")
+		u.labelled(t, "settings")
+		u.fill("Allowed origins", "https://shop.example.com")
+		u.sel("Plan", "free")
+		u.click("button", "Save changes")
+		u.waitText("In force now: 100 / 5,000 / 50,000")
+		if r := s.AdminDo(t, "GET", "/admin/v1/projects/"+projectID, nil); r.JSON(t)["plan"] != "free" {
+			t.Fatalf("after saving: %s", r.Body)
+		}
+		u.shot("settings")
 		u.nav("Usage", "Usage")
 		u.waitFor(`!!document.querySelector('section[aria-label="Usage of key Backend"] figure[data-chart=meters] svg')`)
 		label := u.str(`document.querySelector('section[aria-label="Usage of key Backend"] svg').getAttribute('aria-label')`)
-		if !strings.Contains(label, "Standard, per day") || !strings.Contains(label, "of 1,000,000") {
+		if !regexp.MustCompile(`Standard, per minute \d+ of 100, .*Standard, per day \d+ of 50,000`).MatchString(label) {
 			t.Fatalf("usage chart %q", label)
 		}
 		u.shot("usage")
-		u.nav("Settings", "Project settings")
-		u.labelled(t, "settings")
-		u.shot("settings")
 	})
 
 	run("switch to live", func(t *testing.T) {
 		u.nav("API keys", "API keys")
-		u.click("radio", "Live")
+		d.call(nil, "check", "page", "d", "label", "Live")
 		u.waitText("No live keys yet.")
 		if u.str("location.hash") != "#/p/"+projectID+"/live/keys" || u.str("document.body.className") != "env-live" ||
 			u.str("document.getElementById('env-banner').hidden ? 'hidden' : 'shown'") != "hidden" {
 			t.Fatalf("after the switch: %s %s", u.str("location.hash"), u.str("document.body.className"))
 		}
-		u.click("radio", "Test")
+		d.call(nil, "check", "page", "d", "label", "Test")
 		u.waitText("Backend", "table")
 	})
 
@@ -853,10 +895,11 @@ func TestDashboardBrowser(t *testing.T) {
 		m.fill("Admin token", s.Token)
 		m.click("button", "Sign in")
 		m.ready()
+		titles := map[string]string{"analytics": "Analytics", "live": "Live events", "keys": "API keys", "webhooks": "Webhooks and alerts"}
 		for _, pg := range []string{"analytics", "live", "keys", "webhooks"} {
 			m.goTo("/#/p/" + projectID + "/test/" + pg)
 			m.ready()
-			m.waitFor(`!document.querySelector('main .loading')`)
+			m.waitFor(fmt.Sprintf(`document.title.startsWith(%q) && !document.querySelector('main .loading') && !!document.querySelector('main table, main figure, main .feed')`, titles[pg]))
 			var overflow int
 			m.eval("document.documentElement.scrollWidth - window.innerWidth", &overflow)
 			if overflow > 1 {
@@ -865,8 +908,34 @@ func TestDashboardBrowser(t *testing.T) {
 			if pg == "analytics" {
 				m.waitFor(`!!document.querySelector('figure[data-chart=timeseries] svg')`)
 			}
-			d.call(nil, "screenshot", "page", "m", "path", filepath.Join(shots, "dashboard-phone-"+pg+".png"))
+			if pg == "analytics" || pg == "live" {
+				d.call(nil, "screenshot", "page", "m", "path", filepath.Join(shots, "dashboard-phone-"+pg+".png"))
+			}
 		}
+	})
+
+	run("pages whose API the server lacks", func(t *testing.T) {
+		// As against an eventd without goals, funnels, webhooks and alerts.
+		d.call(nil, "context", "name", "old")
+		for _, r := range []string{"goals", "funnels", "webhooks", "alerts"} {
+			d.call(nil, "missing", "ctx", "old", "pattern", "**/admin/v1/projects/*/"+r+"**")
+		}
+		d.call(nil, "page", "ctx", "old", "name", "o")
+		o := &dashUI{d: d, page: "o", base: s.Admin}
+		o.goTo("/login")
+		o.fill("Admin token", s.Token)
+		o.click("button", "Sign in")
+		o.ready()
+		o.goTo("/#/p/" + projectID + "/test/goals")
+		o.waitText("Goals: not available on this server.")
+		o.waitText("Funnels: not available on this server.")
+		o.goTo("/#/p/" + projectID + "/test/webhooks")
+		o.waitText("Webhooks: not available on this server.")
+		o.waitText("Usage alerts: not available on this server.")
+		// The rest still works.
+		o.goTo("/#/p/" + projectID + "/test/keys")
+		o.waitText("Backend", "table")
+		d.call(nil, "close", "page", "o")
 	})
 
 	run("revoke the key, then 401", func(t *testing.T) {
@@ -885,6 +954,12 @@ func TestDashboardBrowser(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	})
+
+	run("all projects", func(t *testing.T) {
+		u.click("link", "All projects", "#nav")
+		u.waitText("Storefront", "table")
+		u.shot("projects")
 	})
 
 	run("sign out", func(t *testing.T) {
@@ -915,4 +990,59 @@ func TestDashboardBrowser(t *testing.T) {
 		}
 	})
 	t.Logf("dashboard tour: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// history is a week of made-up traffic for the charts: each visitor views
+// pages, and some sign up, add to the cart, check out and buy.
+type history struct {
+	events   []map[string]any
+	byName   map[string]int
+	byPlan   map[string]int
+	visitors map[string]bool
+}
+
+func dashHistory(now time.Time) history {
+	h := history{byName: map[string]int{}, byPlan: map[string]int{}, visitors: map[string]bool{}}
+	rng := mrand.New(mrand.NewPCG(6, 2026))
+	plans := []string{"free", "pro", "team"}
+	add := func(name, visitor, plan string, at time.Time, props map[string]any) {
+		props["plan"] = plan
+		h.events = append(h.events, map[string]any{"event": name, "visitor_id": visitor, "properties": props,
+			"timestamp": at.UTC().Format(time.RFC3339Nano)})
+		h.byName[name]++
+		h.byPlan[plan]++
+		h.visitors[visitor] = true
+	}
+	for v := range 60 {
+		visitor := fmt.Sprintf("h_%02d", v)
+		plan := plans[rng.IntN(len(plans))]
+		// Between 6.5 days and 2 hours ago, so the 7-day range holds it all.
+		at := now.Add(-2*time.Hour - time.Duration(rng.Int64N(int64(150*time.Hour))))
+		for range 1 + rng.IntN(4) {
+			add("pageview", visitor, plan, at, map[string]any{"path": []string{"/", "/pricing", "/docs"}[rng.IntN(3)]})
+			at = at.Add(time.Duration(1+rng.IntN(5)) * time.Minute)
+		}
+		steps := []string{"signup", "add_to_cart", "checkout", "purchase"}
+		for i, step := range steps {
+			if rng.Float64() > []float64{0.6, 0.7, 0.7, 0.8}[i] {
+				break
+			}
+			props := map[string]any{}
+			if step == "purchase" {
+				props["amount"] = float64(5+rng.IntN(200)) + 0.99
+			}
+			add(step, visitor, plan, at, props)
+			at = at.Add(time.Duration(1+rng.IntN(20)) * time.Minute)
+		}
+	}
+	return h
+}
+
+// fmtThousands writes n as the dashboard shows it in an English locale.
+func fmtThousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -48,6 +48,13 @@ const ops = {
     await ctx.grantPermissions(['clipboard-read', 'clipboard-write']);
     contexts.set(name, ctx);
   },
+  // missing makes routes matching pattern answer like a server without
+  // them (the router's 404), for the "not available" states.
+  async missing({ ctx, pattern }) {
+    await contexts.get(ctx).route(pattern, (r) => r.fulfill({
+      status: 404, contentType: 'application/json', body: '{"error":"not_found","message":"Not found"}',
+    }));
+  },
   async page({ ctx, name }) {
     const p = await contexts.get(ctx).newPage();
     const pr = [];
@@ -67,6 +74,9 @@ const ops = {
   async goto({ page: n, url }) {
     const res = await page(n).goto(url, { waitUntil: 'load' });
     return res ? res.status() : 0;
+  },
+  async reload({ page: n }) {
+    await page(n).reload({ waitUntil: 'load' });
   },
   async url({ page: n }) {
     return page(n).url();
@@ -124,8 +134,13 @@ const ops = {
     });
   },
   async screenshot({ page: n, path, fullPage = true }) {
-    // Let charts redraw at the final width before the picture.
-    await page(n).evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    // Toasts of earlier steps would cover the page; let charts redraw at
+    // the final width before the picture.
+    await page(n).evaluate(() => {
+      const t = document.getElementById('toasts');
+      if (t) t.replaceChildren();
+      return new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+    });
     await page(n).screenshot({ path, fullPage, animations: 'disabled' });
   },
   async cookies({ ctx }) {

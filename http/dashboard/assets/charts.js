@@ -83,10 +83,12 @@ export function timeChart(series, { label = 'events', title = 'Events over time'
       const line = pts.map((p, i) => `${i ? 'L' : 'M'}${x(i).toFixed(1)},${y(p.value).toFixed(1)}`).join('');
       svg.append(s('path', { class: 'series-area', d: `${line}L${x(pts.length - 1).toFixed(1)},${m.t + ih}L${x(0).toFixed(1)},${m.t + ih}Z` }));
       svg.append(s('path', { class: 'series-line', d: line }));
-      const ticks = Math.max(2, Math.min(pts.length, Math.floor(iw / 90)));
-      const step = Math.max(1, Math.round((pts.length - 1) / (ticks - 1)));
-      for (let i = 0; i < pts.length; i += step) {
-        const anchor = i === 0 ? 'start' : i + step >= pts.length ? 'end' : 'middle';
+      // Evenly spaced labels, the first and the last bucket always among them.
+      const ticks = Math.max(2, Math.min(pts.length, Math.floor(iw / 80)));
+      const shown = new Set();
+      for (let k = 0; k < ticks; k++) shown.add(Math.round((k * (pts.length - 1)) / Math.max(1, ticks - 1)));
+      for (const i of shown) {
+        const anchor = pts.length === 1 ? 'middle' : i === 0 ? 'start' : i === pts.length - 1 ? 'end' : 'middle';
         svg.append(s('text', { x: x(i), y: H - 8, 'text-anchor': anchor }, bucketLabel(pts[i].timestamp, series.interval)));
       }
       // A hover target per bucket, each with its own tooltip.
