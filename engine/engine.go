@@ -61,6 +61,7 @@ type Engine struct {
 	nextDS     uint32
 
 	replies sync.Pool
+	timers  sync.Pool
 	jobs    jobs
 	hooksMu sync.Mutex
 	drained []func()
@@ -112,6 +113,11 @@ func Open(cfg Config) (*Engine, error) {
 		stop:       make(chan struct{}),
 	}
 	e.replies.New = func() any { return make(chan *actors.Reply, 1) }
+	e.timers.New = func() any {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return t
+	}
 	if err := e.load(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -225,8 +231,14 @@ func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, 
 	ch := e.replies.Get().(chan *actors.Reply)
 	req := &actors.Request{Kind: kind, Now: time.Now(), Write: write, Snapshot: snapshot, Reply: ch}
 	e.keys.Send(&p.cfg, req)
-	timer := time.NewTimer(e.cfg.WaitTimeout)
-	defer timer.Stop()
+	// Timers are pooled: a new one per request was a sixth of the
+	// allocations of a single-event write.
+	timer := e.timers.Get().(*time.Timer)
+	timer.Reset(e.cfg.WaitTimeout)
+	defer func() {
+		timer.Stop()
+		e.timers.Put(timer)
+	}()
 	select {
 	case rep := <-ch:
 		e.replies.Put(ch)

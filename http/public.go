@@ -67,15 +67,18 @@ func readBody(ctx *fasthttp.RequestCtx, limit int) ([]byte, *apiError) {
 			return nil, newError(fasthttp.StatusUnsupportedMediaType, codeUnsupported, "Content-Type must be application/json")
 		}
 	}
-	tooLarge := newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge,
-		"Request body is larger than "+strconv.Itoa(limit>>20)+" MiB")
+	// Built only when needed: this runs on every write.
+	tooLarge := func() *apiError {
+		return newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge,
+			"Request body is larger than "+strconv.Itoa(limit>>20)+" MiB")
+	}
 	body := ctx.Request.Body()
 	switch enc := ctx.Request.Header.ContentEncoding(); {
 	case len(enc) == 0 || bytes.EqualFold(enc, []byte("identity")):
 	case bytes.EqualFold(enc, []byte("gzip")):
 		out, err := gunzipLimited(body, limit)
 		if err == errTooLarge {
-			return nil, tooLarge
+			return nil, tooLarge()
 		}
 		if err != nil {
 			return nil, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest,
@@ -86,7 +89,7 @@ func readBody(ctx *fasthttp.RequestCtx, limit int) ([]byte, *apiError) {
 		return nil, newError(fasthttp.StatusUnsupportedMediaType, codeUnsupported, "Content-Encoding must be gzip or identity")
 	}
 	if len(body) > limit {
-		return nil, tooLarge
+		return nil, tooLarge()
 	}
 	return body, nil
 }
