@@ -307,19 +307,7 @@ func (e *Engine) DeleteProject(id string) error {
 func (e *Engine) keyRecordsOf(projectID string) []*keyRecord {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	var out []*keyRecord
-	for _, r := range e.keyRecords {
-		if r.ProjectID == projectID {
-			out = append(out, r)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].CreatedAt != out[j].CreatedAt {
-			return out[i].CreatedAt < out[j].CreatedAt
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
+	return ofProject(e.keyRecords, projectID)
 }
 
 // dropPrincipal makes a key unusable at once and stops its actor.

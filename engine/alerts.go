@@ -3,7 +3,6 @@ package engine
 import (
 	"encoding/json"
 	"slices"
-	"sort"
 
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine/ids"
@@ -136,19 +135,7 @@ func (e *Engine) CreateAlert(projectID string, in AlertInput) (Alert, error) {
 func (e *Engine) alertsOf(projectID string) []*alertRecord {
 	e.hooks.mu.RLock()
 	defer e.hooks.mu.RUnlock()
-	var out []*alertRecord
-	for _, r := range e.hooks.alerts {
-		if r.ProjectID == projectID {
-			out = append(out, r)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].CreatedAt != out[j].CreatedAt {
-			return out[i].CreatedAt < out[j].CreatedAt
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
+	return ofProject(e.hooks.alerts, projectID)
 }
 
 func (e *Engine) alert(projectID, id string) (*alertRecord, error) {
@@ -291,3 +278,6 @@ func (e *Engine) wireKeyAlerts(p *Principal) {
 		}
 	}
 }
+
+func (r *alertRecord) owner() string                 { return r.ProjectID }
+func (r *alertRecord) order() (createdAt, id string) { return r.CreatedAt, r.ID }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sort"
 	"strconv"
 	"sync/atomic"
 
@@ -191,4 +192,33 @@ func (e *Engine) ReaderFor(projectID, env string) (*Principal, error) {
 		env = Live
 	}
 	return &Principal{rec: &keyRecord{ID: "admin", ProjectID: projectID, Type: Secret, Environment: env}, project: ps, dataset: ds}, nil
+}
+
+// projectOwned is a configuration record that belongs to a project.
+type projectOwned interface {
+	owner() string
+	order() (createdAt, id string)
+}
+
+func (r *keyRecord) owner() string                 { return r.ProjectID }
+func (r *keyRecord) order() (createdAt, id string) { return r.CreatedAt, r.ID }
+
+// ofProject picks a project's records from m, oldest first (ties by id), so
+// every admin list has the same stable order. The caller holds m's lock.
+func ofProject[T projectOwned](m map[string]T, projectID string) []T {
+	var out []T
+	for _, r := range m {
+		if r.owner() == projectID {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ci, ii := out[i].order()
+		cj, ij := out[j].order()
+		if ci != cj {
+			return ci < cj
+		}
+		return ii < ij
+	})
+	return out
 }

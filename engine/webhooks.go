@@ -279,19 +279,7 @@ func (e *Engine) CreateWebhook(projectID string, in WebhookInput) (CreatedWebhoo
 func (e *Engine) webhooksOf(projectID string) []*webhookRecord {
 	e.hooks.mu.RLock()
 	defer e.hooks.mu.RUnlock()
-	var out []*webhookRecord
-	for _, r := range e.hooks.webhooks {
-		if r.ProjectID == projectID {
-			out = append(out, r)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].CreatedAt != out[j].CreatedAt {
-			return out[i].CreatedAt < out[j].CreatedAt
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
+	return ofProject(e.hooks.webhooks, projectID)
 }
 
 // webhook finds an endpoint of a project; another project's is not found.
@@ -713,3 +701,6 @@ func (e *Engine) EnqueueGoalCompleted(ds uint32, cs ...actors.GoalCompletion) er
 	}
 	return e.hooks.wh.EnqueueGoalCompleted(ds, cs...)
 }
+
+func (r *webhookRecord) owner() string                 { return r.ProjectID }
+func (r *webhookRecord) order() (createdAt, id string) { return r.CreatedAt, r.ID }

@@ -24,15 +24,7 @@ func (s *Server) handleAnalytics(ctx *fasthttp.RequestCtx) {
 	}
 	var q analytics.Query
 	if fail == nil {
-		args := ctx.QueryArgs()
-		var details map[string]string
-		q, details = analytics.Parse(func(name string) (string, bool) {
-			v := args.Peek(name)
-			return string(v), v != nil
-		}, time.Now().UnixMilli())
-		if details != nil {
-			fail = &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: details}
-		}
+		q, fail = parseAnalytics(ctx)
 	}
 	if _, ok := s.admit(ctx, p, ratelimit.AnalyticsKind, false); !ok {
 		return
@@ -41,6 +33,24 @@ func (s *Server) handleAnalytics(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fail)
 		return
 	}
+	s.answerAnalytics(ctx, p, q)
+}
+
+// parseAnalytics reads the query parameters; every bad one is named in details.
+func parseAnalytics(ctx *fasthttp.RequestCtx) (analytics.Query, *apiError) {
+	args := ctx.QueryArgs()
+	q, details := analytics.Parse(func(name string) (string, bool) {
+		v := args.Peek(name)
+		return string(v), v != nil
+	}, time.Now().UnixMilli())
+	if details != nil {
+		return q, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: details}
+	}
+	return q, nil
+}
+
+// answerAnalytics runs a parsed query over p's dataset and writes the answer or its error.
+func (s *Server) answerAnalytics(ctx *fasthttp.RequestCtx, p *engine.Principal, q analytics.Query) {
 	res, err := s.eng.Analytics(p, q)
 	var pe *engine.ParamError
 	var se *engine.ScanLimitError

@@ -18,12 +18,9 @@ import (
 	"time"
 
 	"github.com/fasthttp/router"
-	"github.com/fasthttp/websocket"
 	"github.com/valyala/fasthttp"
 
 	"github.com/eventd/eventd/engine"
-	"github.com/eventd/eventd/engine/analytics"
-	"github.com/eventd/eventd/storage"
 )
 
 // The web dashboard (docs/dashboard.md): static HTML, CSS and JavaScript
@@ -390,29 +387,12 @@ func (s *Server) adminAnalytics(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fail)
 		return
 	}
-	args := ctx.QueryArgs()
-	q, details := analytics.Parse(func(name string) (string, bool) {
-		v := args.Peek(name)
-		return string(v), v != nil
-	}, time.Now().UnixMilli())
-	if details != nil {
-		writeError(ctx, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: details})
+	q, fail := parseAnalytics(ctx)
+	if fail != nil {
+		writeError(ctx, fail)
 		return
 	}
-	res, err := s.eng.Analytics(p, q)
-	var pe *engine.ParamError
-	var se *engine.ScanLimitError
-	switch {
-	case errors.As(err, &pe):
-		writeError(ctx, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: pe.Details})
-	case errors.As(err, &se):
-		writeError(ctx, &apiError{status: fasthttp.StatusUnprocessableEntity, code: codeValidation, message: se.Message,
-			details: map[string]string{se.Param: "too many raw events to scan"}})
-	case err != nil:
-		s.writeEngineError(ctx, err)
-	default:
-		writeJSON(ctx, fasthttp.StatusOK, res)
-	}
+	s.answerAnalytics(ctx, p, q)
 }
 
 // adminStream is GET /stream for one environment of a project, for the
@@ -437,47 +417,20 @@ func (s *Server) adminStream(ctx *fasthttp.RequestCtx) {
 	}
 	if s.dash.streams.Add(1) > maxDashboardStreams {
 		s.dash.streams.Add(-1)
-		ctx.Response.Header.Set("Retry-After", "5")
-		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
-		ctx.SetContentTypeBytes(contentTypeJSON)
-		ctx.SetBody(appendErrorBody(nil, newError(fasthttp.StatusTooManyRequests, codeRateLimited,
-			"Too many live feeds open on the admin listener ("+strconv.Itoa(maxDashboardStreams)+")"), 5))
+		writeTooManyStreams(ctx, "Too many live feeds open on the admin listener ("+strconv.Itoa(maxDashboardStreams)+")")
 		return
 	}
-	up := websocket.FastHTTPUpgrader{
-		ReadBufferSize:  1024,
-		WriteBufferSize: 4096,
-		// adminAuth already refused a session request from another origin;
-		// the bearer token is not something a browser sends by itself.
-		CheckOrigin: func(*fasthttp.RequestCtx) bool { return true },
-		Error: func(ctx *fasthttp.RequestCtx, status int, reason error) {
-			writeError(ctx, newError(status, codeBadRequest, "Expected a WebSocket upgrade: "+reason.Error()))
-		},
-	}
-	sub := &subscriber{
-		st:       s.streams,
-		queue:    make(chan *storage.Event, s.streamQueue),
-		control:  make(chan wsFrame, 8),
-		overflow: make(chan struct{}),
-		shutdown: make(chan struct{}),
-	}
-	sub.filter.Store(filter)
-	sess := ctxSession(ctx)
-	s.streams.wg.Add(1)
-	err := up.Upgrade(ctx, func(conn *websocket.Conn) {
-		defer s.streams.wg.Done()
-		defer s.dash.streams.Add(-1)
-		if sess != nil {
+	// adminAuth already refused a session request from another origin; the
+	// bearer token is not something a browser sends by itself.
+	var watch func(*subscriber) func()
+	if sess := ctxSession(ctx); sess != nil {
+		watch = func(sub *subscriber) func() {
 			done := make(chan struct{})
-			defer close(done)
 			go s.watchSession(sess, sub, done)
+			return func() { close(done) }
 		}
-		s.runStream(conn, p, sub, since)
-	})
-	if err != nil {
-		s.streams.wg.Done()
-		s.dash.streams.Add(-1)
 	}
+	s.upgradeStream(ctx, p, filter, since, func() { s.dash.streams.Add(-1) }, watch)
 }
 
 // watchSession stops a live feed once its session has ended: at once on

@@ -187,17 +187,30 @@ func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if !p.AcquireStream() {
-		ctx.Response.Header.Set("Retry-After", "5")
-		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
-		ctx.SetContentTypeBytes(contentTypeJSON)
-		ctx.SetBody(appendErrorBody(nil, newError(fasthttp.StatusTooManyRequests, codeRateLimited,
-			"Too many open streams for this key on the "+p.Plan()+" plan"), 5))
+		writeTooManyStreams(ctx, "Too many open streams for this key on the "+p.Plan()+" plan")
 		return
 	}
+	s.upgradeStream(ctx, p, filter, since, p.ReleaseStream, nil)
+}
+
+// writeTooManyStreams answers a connection over a stream cap.
+func writeTooManyStreams(ctx *fasthttp.RequestCtx, message string) {
+	ctx.Response.Header.Set("Retry-After", "5")
+	ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+	ctx.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetBody(appendErrorBody(nil, newError(fasthttp.StatusTooManyRequests, codeRateLimited, message), 5))
+}
+
+// upgradeStream upgrades an authorised request and serves the stream until
+// it closes; release runs once it has ended (or the upgrade failed). watch,
+// if not nil, runs beside the stream and its returned func at the end.
+func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, filter *streamFilter, since *storage.ID,
+	release func(), watch func(*subscriber) (stop func())) {
 	up := websocket.FastHTTPUpgrader{
 		ReadBufferSize:  1024,
 		WriteBufferSize: 4096,
-		// The project's allowed origins were checked above, before the upgrade.
+		// Callers check origins (the project's, or the admin listener's own)
+		// before the upgrade.
 		CheckOrigin: func(*fasthttp.RequestCtx) bool { return true },
 		Error: func(ctx *fasthttp.RequestCtx, status int, reason error) {
 			writeError(ctx, newError(status, codeBadRequest, "Expected a WebSocket upgrade: "+reason.Error()))
@@ -214,12 +227,15 @@ func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
 	s.streams.wg.Add(1)
 	err := up.Upgrade(ctx, func(conn *websocket.Conn) {
 		defer s.streams.wg.Done()
-		defer p.ReleaseStream()
+		defer release()
+		if watch != nil {
+			defer watch(sub)()
+		}
 		s.runStream(conn, p, sub, since)
 	})
 	if err != nil {
 		s.streams.wg.Done()
-		p.ReleaseStream()
+		release()
 	}
 }
 
