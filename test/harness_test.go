@@ -52,7 +52,7 @@ type Server struct {
 	Admin   string
 	Args    []string // extra serve flags
 	Env     []string
-	NoToken bool // start without --admin-token (the server generates or reads <data>/admin_token)
+	NoToken bool   // start without --admin-token (the server generates or reads <data>/admin_token)
 	Bin     string // binary to run; "" is the package's binary
 	cmd     *exec.Cmd
 	exited  chan struct{}
