@@ -14,13 +14,9 @@ import (
 // handleAnalytics serves GET /analytics (contract section 7): secret keys
 // only, counted in the analytics bucket, every bad parameter a 400 naming it.
 func (s *Server) handleAnalytics(ctx *fasthttp.RequestCtx) {
-	p := s.authenticate(ctx)
+	p, fail := s.authenticateRead(ctx)
 	if p == nil {
 		return
-	}
-	fail := checkOrigin(ctx, p)
-	if fail == nil && !p.CanRead() {
-		fail = newError(fasthttp.StatusForbidden, codeForbidden, msgForbidden)
 	}
 	var q analytics.Query
 	if fail == nil {

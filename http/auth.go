@@ -35,6 +35,21 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) *engine.Principal {
 	return p
 }
 
+// authenticateRead authenticates a route that needs the read permission. It
+// returns nil when it answered 401; otherwise fail is the 403 (origin or
+// permission) to answer once the request has been counted, or nil.
+func (s *Server) authenticateRead(ctx *fasthttp.RequestCtx) (*engine.Principal, *apiError) {
+	p := s.authenticate(ctx)
+	if p == nil {
+		return nil, nil
+	}
+	fail := checkOrigin(ctx, p)
+	if fail == nil && !p.CanRead() {
+		fail = newError(fasthttp.StatusForbidden, codeForbidden, msgForbidden)
+	}
+	return p, fail
+}
+
 // checkOrigin enforces the project's allowed origins on browser requests and
 // sets the CORS response headers; it returns a 403 error for a refused origin.
 func checkOrigin(ctx *fasthttp.RequestCtx, p *engine.Principal) *apiError {

@@ -322,13 +322,9 @@ func appendRejected(dst []byte, e *apiError) []byte {
 }
 
 func (s *Server) handleGet(ctx *fasthttp.RequestCtx) {
-	p := s.authenticate(ctx)
+	p, fail := s.authenticateRead(ctx)
 	if p == nil {
 		return
-	}
-	fail := checkOrigin(ctx, p)
-	if fail == nil && !p.CanRead() {
-		fail = newError(fasthttp.StatusForbidden, codeForbidden, msgForbidden)
 	}
 	if _, ok := s.admit(ctx, p, ratelimit.Standard, false); !ok {
 		return
@@ -381,13 +377,9 @@ func appendEvent(dst []byte, e *storage.Event, full bool) []byte {
 }
 
 func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
-	p := s.authenticate(ctx)
+	p, fail := s.authenticateRead(ctx)
 	if p == nil {
 		return
-	}
-	fail := checkOrigin(ctx, p)
-	if fail == nil && !p.CanRead() {
-		fail = newError(fasthttp.StatusForbidden, codeForbidden, msgForbidden)
 	}
 	var q storage.ListQuery
 	if fail == nil {

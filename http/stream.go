@@ -166,13 +166,9 @@ func parseStreamQuery(args *fasthttp.Args) (*streamFilter, *storage.ID, *apiErro
 }
 
 func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
-	p := s.authenticate(ctx)
+	p, fail := s.authenticateRead(ctx)
 	if p == nil {
 		return
-	}
-	fail := checkOrigin(ctx, p)
-	if fail == nil && !p.CanRead() {
-		fail = newError(fasthttp.StatusForbidden, codeForbidden, msgForbidden)
 	}
 	var filter *streamFilter
 	var since *storage.ID
