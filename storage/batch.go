@@ -128,25 +128,7 @@ func (d *DB) GetIdempotency(keyID, key string) (IdemRecord, error) {
 
 // SweepIdempotency deletes idempotency records created before cutoffMs.
 func (d *DB) SweepIdempotency(cutoffMs int64) (int, error) {
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdem}, UpperBound: []byte{prefixIdem + 1}})
-	if err != nil {
-		return 0, err
-	}
-	b := d.db.NewBatch()
-	defer b.Close()
-	n := 0
-	for it.First(); it.Valid(); it.Next() {
-		v := it.Value()
-		if len(v) == idemRecordLen && int64(binary.BigEndian.Uint64(v[32:])) < cutoffMs {
-			_ = b.Delete(it.Key(), nil)
-			n++
-		}
-	}
-	if err := it.Close(); err != nil {
-		return 0, err
-	}
-	if n == 0 {
-		return 0, nil
-	}
-	return n, b.Commit(pebble.NoSync)
+	return d.deleteWhere([]byte{prefixIdem}, []byte{prefixIdem + 1}, false, func(_, v []byte) bool {
+		return len(v) == idemRecordLen && int64(binary.BigEndian.Uint64(v[32:])) < cutoffMs
+	})
 }

@@ -168,3 +168,45 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	}
 	panic(fmt.Sprintf(format, args...))
 }
+
+// deleteWhere deletes the keys of [lower, upper) for which drop says so, in
+// one batch (synced or not), and returns how many went.
+func (d *DB) deleteWhere(lower, upper []byte, sync bool, drop func(key, value []byte) bool) (int, error) {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return 0, err
+	}
+	b := d.db.NewBatch()
+	defer b.Close()
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		if drop(it.Key(), it.Value()) {
+			_ = b.Delete(it.Key(), nil)
+			n++
+		}
+	}
+	if err := it.Close(); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	return n, b.Commit(opts)
+}
+
+// indexPrefix is the index a dataset query walks: the visitor's, the
+// name's, or the time index of every event.
+func indexPrefix(ds uint32, name, visitor string, hasVisitor bool) []byte {
+	switch {
+	case hasVisitor:
+		return visitorPrefix(nil, ds, visitor)
+	case name != "":
+		return namePrefix(nil, ds, name)
+	default:
+		return appendDataset(nil, prefixTime, ds)
+	}
+}

@@ -135,26 +135,14 @@ func (d *DB) eraseIdempotency(erased map[ID]bool) error {
 	if len(erased) == 0 {
 		return nil
 	}
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdem}, UpperBound: []byte{prefixIdem + 1}})
-	if err != nil {
-		return err
-	}
-	b := d.db.NewBatch()
-	defer b.Close()
-	for it.First(); it.Valid(); it.Next() {
-		v := it.Value()
+	_, err := d.deleteWhere([]byte{prefixIdem}, []byte{prefixIdem + 1}, true, func(_, v []byte) bool {
+		var id ID
 		if len(v) == idemRecordLen {
-			var id ID
 			copy(id[:], v[8:24])
-			if erased[id] {
-				_ = b.Delete(it.Key(), nil)
-			}
 		}
-	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	return b.Commit(pebble.Sync)
+		return len(v) == idemRecordLen && erased[id]
+	})
+	return err
 }
 
 // rebuildDay recomputes the rollups (sums and sketches, every level) of one

@@ -172,28 +172,11 @@ func (d *DB) SweepDeliveries(webhook string, cutoffMs int64, keep func(ID) bool)
 	p := deliveryPrefix(webhook)
 	cut := IDAt(cutoffMs)
 	upper := append(append([]byte(nil), p...), cut[:]...)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: upper})
-	if err != nil {
-		return 0, err
-	}
-	b := d.db.NewBatch()
-	defer b.Close()
-	n := 0
-	for it.First(); it.Valid(); it.Next() {
+	return d.deleteWhere(p, upper, false, func(k, _ []byte) bool {
 		var id ID
-		copy(id[:], it.Key()[len(p):])
-		if !keep(id) {
-			_ = b.Delete(it.Key(), nil)
-			n++
-		}
-	}
-	if err := it.Close(); err != nil {
-		return 0, err
-	}
-	if n == 0 {
-		return 0, nil
-	}
-	return n, b.Commit(pebble.NoSync)
+		copy(id[:], k[len(p):])
+		return !keep(id)
+	})
 }
 
 // DeleteWebhookData removes every outbox entry, pending mark and delivery of a webhook, durably.

@@ -32,15 +32,7 @@ type ListQuery struct {
 // Without a visitor filter the total comes from the counters plus scans of at
 // most two partial minutes; with one it counts the visitor's index entries.
 func (d *DB) List(q ListQuery) ([]Event, int64, error) {
-	var prefix []byte
-	switch {
-	case q.HasVisitor:
-		prefix = visitorPrefix(nil, q.Dataset, q.VisitorID)
-	case q.Name != "":
-		prefix = namePrefix(nil, q.Dataset, q.Name)
-	default:
-		prefix = appendDataset(nil, prefixTime, q.Dataset)
-	}
+	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
 	lower, upper := rangeBounds(prefix, q.From, q.To)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {

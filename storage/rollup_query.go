@@ -362,15 +362,7 @@ type GroupQuery struct {
 // of the range is read first from the counters, so a query over the limit
 // fails before reading anything.
 func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, err error) {
-	var prefix []byte
-	switch {
-	case q.HasVisitor:
-		prefix = visitorPrefix(nil, q.Dataset, q.VisitorID)
-	case q.Name != "":
-		prefix = namePrefix(nil, q.Dataset, q.Name)
-	default:
-		prefix = appendDataset(nil, prefixTime, q.Dataset)
-	}
+	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
 	if !q.HasVisitor && q.MaxScan > 0 {
 		n, err := d.Count(q.Dataset, q.Name, q.From, q.To)
 		if err != nil {
