@@ -84,6 +84,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
+		cfg.Metrics.RegisterProcess()
 	}
 	if cfg.Shards <= 0 {
 		cfg.Shards = 2

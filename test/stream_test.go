@@ -1,6 +1,7 @@
 package test
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -482,5 +483,50 @@ func TestStreamShutdownClosesWith1001(t *testing.T) {
 	var ce *websocket.CloseError
 	if !errors.As(err, &ce) || ce.Code != websocket.CloseGoingAway {
 		t.Fatalf("got %v, want close 1001", err)
+	}
+}
+
+func TestStreamOverTLS(t *testing.T) {
+	certFile, keyFile := selfSignedCert(t)
+	s := Start(t, "--tls-cert", certFile, "--tls-key", keyFile)
+	pub := strings.Replace(s.Public, "http://", "https://", 1)
+	adm := strings.Replace(s.Admin, "http://", "https://", 1)
+	insecure := &tls.Config{InsecureSkipVerify: true} // the test's own self-signed certificate
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: insecure}}
+	call := func(method, url, key string, body string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: %d %v", method, url, resp.StatusCode, err)
+		}
+		return m
+	}
+	p := call("POST", adm+"/admin/v1/projects", s.Token, `{"name":"tls"}`)["id"].(string)
+	key := call("POST", adm+"/admin/v1/projects/"+p+"/keys", s.Token, `{"name":"k","type":"secret","environment":"live"}`)["key"].(string)
+
+	d := websocket.Dialer{TLSClientConfig: insecure}
+	url := "wss" + strings.TrimPrefix(pub, "https") + "/stream"
+	c, resp, err := d.Dial(url, bearer(key))
+	if err != nil {
+		t.Fatalf("wss dial: %v %v", err, resp)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	w := &wsClient{Conn: c, msgs: make(chan wsResult, 16)}
+	w.startReading(t)
+	id := call("POST", pub+"/events", key, `{"event":"over_tls"}`)["id"].(string)
+	if e := readEvent(t, w); e.ID != id {
+		t.Fatalf("got %s over wss, want %s", e.ID, id)
+	}
+	// Plain ws:// to a TLS listener does not get a stream.
+	if _, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(s.Public, "http")+"/stream", bearer(key)); err == nil {
+		t.Fatal("plain ws:// reached a TLS listener")
 	}
 }

@@ -48,3 +48,21 @@ func TestSameSeriesReturned(t *testing.T) {
 		t.Fatal("Counter returned a new series for the same name and labels")
 	}
 }
+
+func TestRegisterProcess(t *testing.T) {
+	r := New()
+	r.RegisterProcess()
+	var sb strings.Builder
+	if _, err := r.WriteTo(&sb); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"process_resident_memory_bytes ", "go_heap_objects_bytes ", "go_goroutines "} {
+		i := strings.Index(sb.String(), "\n"+name)
+		if i < 0 {
+			t.Fatalf("%q missing:\n%s", name, sb.String())
+		}
+		if v := strings.Fields(sb.String()[i+1:])[1]; v == "0" {
+			t.Fatalf("%s is 0", name)
+		}
+	}
+}
