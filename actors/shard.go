@@ -27,7 +27,6 @@ type shard struct {
 	log         *slog.Logger
 	m           *shardMetrics
 
-	slot    *storage.CounterSlot // this shard's own counter values
 	batch   *storage.Batch
 	pending []*commit
 	done    []CommittedEvent
@@ -44,16 +43,12 @@ type shardMetrics struct {
 }
 
 func (s *shard) Receive(ctx actor.Context) {
-	if _, ok := ctx.Message().(forgetCounters); ok {
-		s.slot.Forget()
-		return
-	}
 	c, ok := ctx.Message().(*commit)
 	if !ok {
 		return
 	}
 	if s.batch == nil {
-		s.batch = s.db.NewSlotBatch(s.slot)
+		s.batch = s.db.NewBatch()
 	}
 	now := time.Now().UnixMilli()
 	var routes []*WebhookConfig
@@ -146,7 +141,7 @@ func NewShards(system *actor.ActorSystem, db *storage.DB, gen *ids.Generator, n 
 		commitTime:  reg.Histogram("eventd_commit_seconds", "Time of one group commit including fsync.", "", metrics.LatencyBuckets),
 	}
 	for i := 0; i < n; i++ {
-		sh := &shard{db: db, gen: gen, broadcaster: broadcaster, system: system, log: log, m: m, slot: storage.NewCounterSlot(i)}
+		sh := &shard{db: db, gen: gen, broadcaster: broadcaster, system: system, log: log, m: m}
 		s.shards = append(s.shards, sh)
 		s.pids = append(s.pids, system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh })))
 	}
@@ -178,16 +173,5 @@ func (s *Shards) Len() int { return len(s.shards) }
 func (s *Shards) Stop() {
 	for _, pid := range s.pids {
 		_ = s.system.Root.PoisonFuture(pid).Wait()
-	}
-}
-
-// forgetCounters tells a shard that counter keys were deleted under it.
-type forgetCounters struct{}
-
-// ForgetCounters makes every shard re-read its counter values from the store:
-// after retention or project deletion removed counter keys they had cached.
-func (s *Shards) ForgetCounters() {
-	for _, pid := range s.pids {
-		s.system.Root.Send(pid, forgetCounters{})
 	}
 }

@@ -289,7 +289,6 @@ func (e *Engine) DeleteProject(id string) error {
 	if err := e.db.DeleteDatasets(rec.Datasets[0], rec.Datasets[1]); err != nil {
 		return err
 	}
-	e.shards.ForgetCounters()
 	if err := e.ForgetProjectAnalytics(id); err != nil {
 		return err
 	}

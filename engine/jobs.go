@@ -211,9 +211,6 @@ func (e *Engine) expire(now time.Time) {
 		}
 	}
 	e.mu.RUnlock()
-	if len(ts) > 0 {
-		defer e.shards.ForgetCounters() // their cached minute and hour values may be gone
-	}
 	for _, t := range ts {
 		n, err := e.db.ExpireBefore(t.ds, t.cutoff)
 		if err != nil {

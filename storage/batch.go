@@ -16,29 +16,18 @@ type counterDelta struct {
 
 // Batch collects events and idempotency records for one atomic commit.
 // Counter increments are summed in memory first so that a group commit of
-// many events in one minute writes one value per bucket, not one per event.
+// many events in one minute writes one merge operand per bucket, not one per event.
 type Batch struct {
-	d        *DB
 	b        *pebble.Batch
 	counters map[counterDelta]int64
-	slots    *CounterSlot // nil: counters go to the shared merge slot
 	scratch  []byte
 	events   int
 	roll     *rollups // sums and visitor sketches, see rollup.go
 }
 
-// NewBatch starts an empty batch whose counter increments are merge
-// operands in the shared slot: for imports, erasure and tests.
+// NewBatch starts an empty batch.
 func (d *DB) NewBatch() *Batch {
-	return &Batch{d: d, b: d.db.NewBatch(), counters: make(map[counterDelta]int64)}
-}
-
-// NewSlotBatch starts a batch whose counters are written as plain values in
-// the writer's own slot. Only one goroutine may use a slot at a time.
-func (d *DB) NewSlotBatch(slot *CounterSlot) *Batch {
-	b := d.NewBatch()
-	b.slots = slot
-	return b
+	return &Batch{b: d.db.NewBatch(), counters: make(map[counterDelta]int64)}
 }
 
 // Len is the number of events added.
@@ -99,20 +88,10 @@ func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
 func (b *Batch) Commit(sync bool) error {
 	var val [8]byte
 	for c, n := range b.counters {
-		k := appendTS(counterPrefix(b.scratch[:0], c.ds, c.name, c.level), c.start)
-		if b.slots == nil {
-			k = append(k, mergeSlot)
-			binary.LittleEndian.PutUint64(val[:], uint64(n))
-			_ = b.b.Merge(k, val[:], nil)
-		} else {
-			k = append(k, b.slots.id)
-			v, err := b.slots.add(b.d, k, n)
-			if err != nil {
-				return err
-			}
-			binary.LittleEndian.PutUint64(val[:], uint64(v))
-			_ = b.b.Set(k, val[:], nil)
-		}
+		k := counterPrefix(b.scratch[:0], c.ds, c.name, c.level)
+		k = appendTS(k, c.start)
+		binary.LittleEndian.PutUint64(val[:], uint64(n))
+		_ = b.b.Merge(k, val[:], nil)
 		b.scratch = k[:0]
 	}
 	clear(b.counters)
@@ -121,11 +100,7 @@ func (b *Batch) Commit(sync bool) error {
 	if sync {
 		opts = pebble.Sync
 	}
-	err := b.b.Commit(opts)
-	if err != nil && b.slots != nil {
-		b.slots.Forget() // the values it counted on may not have been written
-	}
-	return err
+	return b.b.Commit(opts)
 }
 
 // Close releases the batch; it must not be used afterwards.

@@ -88,10 +88,7 @@ func visitorPrefix(dst []byte, ds uint32, visitor string) []byte {
 	return append(dst, visitor...)
 }
 
-// counterPrefix is C ds len name level; name "" counts every event. A
-// counter key is counterPrefix, the bucket start, and a slot byte: each
-// shard writes its own slot with Set (see CounterSlot), everyone else adds
-// merge operands to mergeSlot, and readers sum the slots of a bucket.
+// counterPrefix is C ds len name level; name "" counts every event.
 func counterPrefix(dst []byte, ds uint32, name string, level byte) []byte {
 	dst = appendDataset(dst, prefixCounter, ds)
 	dst = append(dst, byte(len(name)))

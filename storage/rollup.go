@@ -538,11 +538,10 @@ func endValue(p []byte, i int) int {
 	return i
 }
 
-// keyStart reads the bucket start that follows prefix in a rollup or
-// counter key (counter keys carry a slot byte after it).
-func keyStart(key []byte, prefixLen int) int64 {
-	if len(key) < prefixLen+8 {
+// decodeSumKeyTS and friends read the bucket start at the end of a rollup key.
+func keyStart(key []byte) int64 {
+	if len(key) < 8 {
 		return -1
 	}
-	return int64(binary.BigEndian.Uint64(key[prefixLen:]))
+	return int64(binary.BigEndian.Uint64(key[len(key)-8:]))
 }

@@ -131,15 +131,14 @@ func (r *rollupReader) scan(prefix []byte, start, end int64, fn func(v []byte) e
 	// Spans of one level come in increasing order and are mostly adjacent:
 	// when the iterator already sits at or past this span's start (where the
 	// previous span left it), go on with Next instead of seeking again.
-	ok := it.Valid() && keyStart(it.Key(), len(prefix)) >= start
+	ok := it.Valid() && keyStart(it.Key()) >= start
 	if !ok {
 		r.key = appendTS(append(r.key[:0], prefix...), start)
 		ok = it.SeekGE(r.key)
 	}
 	for ; ok; ok = it.Next() {
 		k := it.Key()
-		// Rollup keys end with the bucket start, counter keys with a slot after it.
-		if len(k) < len(prefix)+8 || len(k) > len(prefix)+9 || keyStart(k, len(prefix)) >= end {
+		if len(k) != len(prefix)+8 || keyStart(k) >= end {
 			break
 		}
 		if err := fn(it.Value()); err != nil {
