@@ -226,7 +226,6 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 			}
 			w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt}
 			allPageviews := true
-			slots := make([]int, 0, len(entries)) // entry index of each pending event
 			for i := range entries {
 				en := &entries[i]
 				if en.Problem != nil {
@@ -239,10 +238,9 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 				}
 				allPageviews = allPageviews && en.Input.Name == "pageview"
 				w.Events = append(w.Events, pe)
-				slots = append(slots, i)
 			}
 			if fail == nil {
-				s.commitBatch(ctx, p, entries, w, slots, allPageviews && len(w.Events) > 0)
+				s.commitBatch(ctx, p, entries, w, allPageviews && len(w.Events) > 0)
 				return
 			}
 		}
@@ -252,18 +250,16 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-func (s *Server) commitBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, entries []event.Entry, w *actors.Write, slots []int, allPageviews bool) {
+func (s *Server) commitBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, entries []event.Entry, w *actors.Write, allPageviews bool) {
 	kind, ok := s.pageviewGuard(ctx, p, allPageviews, ratelimit.Batch)
 	if !ok {
 		return
 	}
 	var results []actors.Result
 	if len(w.Events) == 0 {
-		rep, ok := s.admit(ctx, p, kind, false)
-		if !ok {
+		if _, ok := s.admit(ctx, p, kind, false); !ok {
 			return
 		}
-		_ = rep
 	} else {
 		rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
 		if err != nil {
@@ -306,7 +302,6 @@ func (s *Server) commitBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, entr
 		buf = ids.AppendEvent(buf, res.ID)
 		buf = append(buf, `","status":"accepted"}`...)
 	}
-	_ = slots
 	buf = append(buf, `],"accepted":`...)
 	buf = strconv.AppendInt(buf, int64(accepted), 10)
 	buf = append(buf, `,"rejected":`...)
