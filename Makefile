@@ -60,6 +60,7 @@ e2e:
 fuzz:
 	$(GO) test ./engine/event/ -run='^$$' -fuzz=FuzzDecodeSingle -fuzztime=$(FUZZTIME)
 	$(GO) test ./engine/event/ -run='^$$' -fuzz=FuzzDecodeBatch -fuzztime=$(FUZZTIME)
+	$(GO) test ./engine/event/ -run='^$$' -fuzz=FuzzDecodeImport -fuzztime=$(FUZZTIME)
 	$(GO) test ./engine/ratelimit/ -run='^$$' -fuzz=FuzzUnmarshalBinary -fuzztime=$(FUZZTIME)
 	$(GO) test ./storage/ -run='^$$' -fuzz=FuzzDecodeRecord -fuzztime=$(FUZZTIME)
 

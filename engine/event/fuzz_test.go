@@ -245,3 +245,39 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeImport checks import lines: the same guarantees as the API
+// decoders, plus id and created_at taken only when well-formed.
+func FuzzDecodeImport(f *testing.F) {
+	f.Add([]byte(`{"id":"evt_01M7ZXYKBC0YQVV787K3YZYKF1","event":"signup","visitor_id":"v_1","properties":{"plan":"pro"},"timestamp":"2026-11-21T20:49:46.860Z","created_at":"2026-11-21T20:49:46.861Z"}`))
+	f.Add([]byte(`{"event":"a","idempotency_key":"k","created_at":"nope"}`))
+	f.Add([]byte(`{"event":"a","id":7}`))
+	f.Add([]byte(`{"event":"a","id":"x","id":"y"}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		orig := append([]byte(nil), line...)
+		in, p := DecodeImport(line)
+		in2, p2 := DecodeImport(orig)
+		if !reflect.DeepEqual(in, in2) || !reflect.DeepEqual(p, p2) {
+			t.Fatalf("not deterministic")
+		}
+		if p != nil {
+			if p.Status != 400 || p.Code != "bad_request" || len(p.Details) == 0 {
+				t.Fatalf("bad problem %+v", *p)
+			}
+			return
+		}
+		if !json.Valid(line) || !utf8.Valid(line) {
+			t.Fatalf("accepted invalid JSON")
+		}
+		if dup, err := dupKeys(line); dup || err != nil {
+			t.Fatalf("accepted a line with duplicate keys (%v)", err)
+		}
+		checkAccepted(t, in, line)
+		if !utf8.ValidString(in.ID) {
+			t.Fatalf("id is not UTF-8: %q", in.ID)
+		}
+		if in.HasCreatedAt && (in.CreatedAt < 0 || in.CreatedAt > 253402300799999) {
+			t.Fatalf("created_at out of range: %d", in.CreatedAt)
+		}
+	})
+}
