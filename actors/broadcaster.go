@@ -37,7 +37,6 @@ type broadcaster struct {
 	subs      map[uint32]map[Subscriber]struct{}
 	delivered *metrics.Counter
 	batches   *metrics.Counter
-	scratch   []CommittedEvent
 }
 
 // NewBroadcaster spawns the broadcaster actor.

@@ -34,6 +34,7 @@ type InputError struct {
 	Details map[string]string
 }
 
+// Error says that the input was invalid; Details says where.
 func (e *InputError) Error() string { return "invalid input" }
 
 func invalid(field, msg string) error { return &InputError{Details: map[string]string{field: msg}} }

@@ -3,7 +3,6 @@ package engine
 import (
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -294,10 +293,6 @@ func (e *Engine) Unsubscribe(p *Principal, sub actors.Subscriber) {
 func nowText() string { return string(event.AppendTime(nil, time.Now().UnixMilli())) }
 
 func msText(ms int64) string { return string(event.AppendTime(nil, ms)) }
-
-func errf(base error, format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{base}, args...)...)
-}
 
 // PrincipalByID finds an active key by id, for admin views of usage.
 func (e *Engine) PrincipalByID(id string) *Principal {

@@ -24,19 +24,6 @@ type Agg struct {
 	Sketch *Sketch // their visitors, when asked for
 }
 
-func (a *Agg) merge(o *Agg) {
-	a.Count += o.Count
-	s := sumValue{sum: a.Sum, n: a.N}
-	s.merge(sumValue{sum: o.Sum, n: o.N})
-	a.Sum, a.N = s.total(), s.n
-	if o.Sketch != nil {
-		if a.Sketch == nil {
-			a.Sketch = &Sketch{}
-		}
-		a.Sketch.Merge(o.Sketch)
-	}
-}
-
 // AggQuery asks for one aggregate per time bucket of one dataset.
 type AggQuery struct {
 	Dataset  uint32

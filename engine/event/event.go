@@ -417,7 +417,7 @@ func contentHash(in *Input) uint64 {
 	if in.HasVisitor {
 		h = fnvString((h^1)*fnvPrime, in.VisitorID)
 	} else {
-		h = (h ^ 0) * fnvPrime
+		h *= fnvPrime // the byte 0: no visitor
 	}
 	h = (h ^ 0xff) * fnvPrime
 	for _, b := range in.Properties {
@@ -425,7 +425,7 @@ func contentHash(in *Input) uint64 {
 	}
 	h = (h ^ 0xff) * fnvPrime
 	if !in.HasTimestamp {
-		return (h ^ 0) * fnvPrime
+		return h * fnvPrime // the byte 0: no timestamp
 	}
 	h = (h ^ 1) * fnvPrime
 	for i := 0; i < 64; i += 8 {
