@@ -1,9 +1,7 @@
 package test
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -397,61 +395,8 @@ type dashDriver struct {
 // playwright-core is missing (make test installs them).
 func dashStartDriver(t *testing.T) *dashDriver {
 	t.Helper()
-	chromium := os.Getenv("EVENTD_CHROMIUM")
-	if chromium == "" {
-		chromium = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(chromium); err != nil {
-		t.Skipf("SKIP dashboard browser test: no Chromium at %s (apt-get install chromium, or `make browser-deps`; EVENTD_CHROMIUM overrides the path)", chromium)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("SKIP dashboard browser test: node is not installed")
-	}
-	dir, _ := filepath.Abs("browser")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core")); err != nil {
-		t.Skip("SKIP dashboard browser test: test/browser/node_modules lacks playwright-core (run `make browser-deps`, i.e. npm ci in test/browser)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	cmd := exec.CommandContext(ctx, node, "dashboard.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "EVENTD_CHROMIUM="+chromium)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	d := &dashDriver{t: t, cmd: cmd, stdin: stdin, lines: make(chan []byte, 16), stderr: &bytes.Buffer{}}
-	cmd.Stderr = d.stderr
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start node: %v", err)
-	}
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<16), 16<<20)
-		for sc.Scan() {
-			d.lines <- append([]byte(nil), sc.Bytes()...)
-		}
-		close(d.lines)
-	}()
-	t.Cleanup(func() {
-		_ = stdin.Close() // the driver closes Chromium and exits when stdin ends
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		cancel()
-	})
-	select {
-	case l, ok := <-d.lines:
-		if !ok || !bytes.Contains(l, []byte(`"ready":true`)) {
-			t.Fatalf("browser driver did not start: %s\n%s", l, d.stderr)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("browser driver did not start within 60 s\n%s", d.stderr)
-	}
+	p := startDriver(t, "dashboard.mjs", "dashboard browser test")
+	d := &dashDriver{t: t, cmd: p.cmd, stdin: p.stdin, lines: p.lines, stderr: p.stderr}
 	return d
 }
 
