@@ -62,7 +62,10 @@ type Server struct {
 	exitErr error
 }
 
-var listenRE = regexp.MustCompile(`msg="eventd listening" public=(\S+) admin=(\S+)`)
+var (
+	listenRE     = regexp.MustCompile(`msg="eventd listening" public=(\S+) admin=(\S+)`)
+	jsonListenRE = regexp.MustCompile(`"msg":"eventd listening","public":"([^"]+)","admin":"([^"]+)"`)
+)
 
 // Start runs eventd on loopback ports chosen by the kernel with a fresh data
 // directory; it stops the process when the test ends.
@@ -85,12 +88,19 @@ func (s *Server) start() {
 		args = append(args, "--admin-token", s.Token)
 	}
 	args = append(append(args, "--log-level", "info"), s.Args...)
+	s.launch(args, append(os.Environ(), s.Env...))
+}
+
+// launch runs the binary with exactly args and env and waits until it
+// listens (it reads text and JSON logs alike).
+func (s *Server) launch(args, env []string) {
+	s.t.Helper()
 	bin := binary
 	if s.Bin != "" {
 		bin = s.Bin
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), s.Env...)
+	cmd.Env = env
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -108,6 +118,8 @@ func (s *Server) start() {
 			s.logs.WriteString(line + "\n")
 			s.mu.Unlock()
 			if m := listenRE.FindStringSubmatch(line); m != nil {
+				addrs <- m[1:]
+			} else if m := jsonListenRE.FindStringSubmatch(line); m != nil {
 				addrs <- m[1:]
 			}
 		}

@@ -1,10 +1,8 @@
 package test
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,58 +161,12 @@ func TestGeneratedAdminToken(t *testing.T) {
 func startRaw(t *testing.T, dir string, env []string, args ...string) *Server {
 	t.Helper()
 	s := &Server{t: t, Dir: dir, Env: env}
-	cmd := exec.Command(binary, append([]string{"serve"}, args...)...)
-	cmd.Env = append(cleanEnv(), env...)
-	stdout, _ := cmd.StdoutPipe()
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start eventd: %v", err)
-	}
-	s.cmd = cmd
-	s.exited = make(chan struct{})
 	t.Cleanup(func() {
 		if s.cmd != nil {
 			s.Kill()
 		}
 	})
-	jsonListen := regexp.MustCompile(`"msg":"eventd listening","public":"([^"]+)","admin":"([^"]+)"`)
-	addrs := make(chan []string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<16), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.logs.WriteString(line + "\n")
-			s.mu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				addrs <- m[1:]
-			} else if m := jsonListen.FindStringSubmatch(line); m != nil {
-				addrs <- m[1:]
-			}
-		}
-	}()
-	go func() {
-		b, _ := io.ReadAll(stdout)
-		s.mu.Lock()
-		s.stdout.Write(b)
-		s.mu.Unlock()
-	}()
-	go func() {
-		err := cmd.Wait()
-		s.mu.Lock()
-		s.exitErr = err
-		s.mu.Unlock()
-		close(s.exited)
-	}()
-	select {
-	case a := <-addrs:
-		s.Public, s.Admin = "http://"+a[0], "http://"+a[1]
-	case <-s.exited:
-		t.Fatalf("eventd exited at start: %v\n%s", s.exitErr, s.Logs())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("eventd did not start in 30 s\n%s", s.Logs())
-	}
+	s.launch(append([]string{"serve"}, args...), append(cleanEnv(), env...))
 	return s
 }
 
