@@ -159,6 +159,27 @@ func validOrigin(o string) bool {
 	return ok && rest != "" && !strings.ContainsAny(rest, "/?# ")
 }
 
+// applyTo sets the fields the input carries; absent ones stay as they are.
+func (in *ProjectInput) applyTo(r *projectRecord) {
+	if in.Name != nil {
+		r.Name = *in.Name
+	}
+	if in.Plan != nil {
+		r.Plan = *in.Plan
+	}
+	if in.Limits != nil {
+		r.CustomLimits = in.Limits
+	} else if in.ClearLimits {
+		r.CustomLimits = nil
+	}
+	if in.AllowedOrigins != nil {
+		r.AllowedOrigins = *in.AllowedOrigins
+	}
+	if in.RetentionDays != nil {
+		r.RetentionDays = *in.RetentionDays
+	}
+}
+
 // CreateProject makes a project with its two datasets.
 func (e *Engine) CreateProject(in ProjectInput) (Project, error) {
 	if err := checkProjectInput(&in, true); err != nil {
@@ -166,18 +187,9 @@ func (e *Engine) CreateProject(in ProjectInput) (Project, error) {
 	}
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
-	r := &projectRecord{ID: ids.Random("proj_", 16), Name: *in.Name, Plan: "free", CreatedAt: nowText(),
+	r := &projectRecord{ID: ids.Random("proj_", 16), Plan: "free", CreatedAt: nowText(),
 		Datasets: [2]uint32{e.nextDS, e.nextDS + 1}}
-	if in.Plan != nil {
-		r.Plan = *in.Plan
-	}
-	r.CustomLimits = in.Limits
-	if in.AllowedOrigins != nil {
-		r.AllowedOrigins = *in.AllowedOrigins
-	}
-	if in.RetentionDays != nil {
-		r.RetentionDays = *in.RetentionDays
-	}
+	in.applyTo(r)
 	if err := e.db.PutConfig(kindMeta, "next_dataset", []byte(strconv.FormatUint(uint64(e.nextDS+2), 10))); err != nil {
 		return Project{}, err
 	}
@@ -243,23 +255,7 @@ func (e *Engine) UpdateProject(id string, in ProjectInput) (Project, error) {
 		return Project{}, err
 	}
 	r := *ps.rec.Load()
-	if in.Name != nil {
-		r.Name = *in.Name
-	}
-	if in.Plan != nil {
-		r.Plan = *in.Plan
-	}
-	if in.Limits != nil {
-		r.CustomLimits = in.Limits
-	} else if in.ClearLimits {
-		r.CustomLimits = nil
-	}
-	if in.AllowedOrigins != nil {
-		r.AllowedOrigins = *in.AllowedOrigins
-	}
-	if in.RetentionDays != nil {
-		r.RetentionDays = *in.RetentionDays
-	}
+	in.applyTo(&r)
 	if err := e.putJSON(kindProject, r.ID, &r); err != nil {
 		return Project{}, err
 	}

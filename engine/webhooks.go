@@ -233,11 +233,9 @@ func uniqueSorted(in []string) []string {
 	return slices.Compact(out)
 }
 
-// CreateWebhook adds an endpoint; its secret is in the answer and nowhere else.
-func (e *Engine) CreateWebhook(projectID string, in WebhookInput) (CreatedWebhook, error) {
-	now := nowText()
-	r := &webhookRecord{ID: ids.Random("wh_", 16), ProjectID: projectID, Environment: Live, Enabled: true,
-		CreatedAt: now, UpdatedAt: now}
+// applyTo sets the fields the input carries; absent ones stay as they are.
+// Enabling clears why an endpoint was disabled.
+func (in *WebhookInput) applyTo(r *webhookRecord) {
 	if in.URL != nil {
 		r.URL = *in.URL
 	}
@@ -252,7 +250,18 @@ func (e *Engine) CreateWebhook(projectID string, in WebhookInput) (CreatedWebhoo
 	}
 	if in.Enabled != nil {
 		r.Enabled = *in.Enabled
+		if r.Enabled {
+			r.DisabledReason = ""
+		}
 	}
+}
+
+// CreateWebhook adds an endpoint; its secret is in the answer and nowhere else.
+func (e *Engine) CreateWebhook(projectID string, in WebhookInput) (CreatedWebhook, error) {
+	now := nowText()
+	r := &webhookRecord{ID: ids.Random("wh_", 16), ProjectID: projectID, Environment: Live, Enabled: true,
+		CreatedAt: now, UpdatedAt: now}
+	in.applyTo(r)
 	if err := e.checkWebhook(r); err != nil {
 		return CreatedWebhook{}, err
 	}
@@ -329,27 +338,9 @@ func (e *Engine) UpdateWebhook(projectID, id string, in WebhookInput) (Webhook, 
 		return Webhook{}, err
 	}
 	r := *old
-	if in.URL != nil {
-		r.URL = *in.URL
-	}
-	if in.Environment != nil {
-		r.Environment = *in.Environment
-	}
-	if in.Kinds != nil {
-		r.Kinds = normaliseKinds(*in.Kinds)
-	}
-	if in.EventNames != nil {
-		r.EventNames = uniqueSorted(*in.EventNames)
-	}
-	if in.Enabled != nil {
-		r.Enabled = *in.Enabled
-		if r.Enabled {
-			r.DisabledReason = ""
-		} else if !old.Enabled {
-			r.DisabledReason = old.DisabledReason
-		} else {
-			r.DisabledReason = "disabled through the admin API"
-		}
+	in.applyTo(&r)
+	if in.Enabled != nil && !r.Enabled && old.Enabled {
+		r.DisabledReason = "disabled through the admin API"
 	}
 	if err := e.checkWebhook(&r); err != nil {
 		return Webhook{}, err
