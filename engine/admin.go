@@ -210,17 +210,20 @@ func (e *Engine) CreateProject(in ProjectInput) (Project, error) {
 // Projects lists every project, oldest first.
 func (e *Engine) Projects() []Project {
 	e.mu.RLock()
-	out := make([]Project, 0, len(e.projects))
+	states := make([]*projectState, 0, len(e.projects))
 	for _, ps := range e.projects {
-		out = append(out, ps.view())
+		states = append(states, ps)
 	}
 	e.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].CreatedAt != out[j].CreatedAt {
-			return out[i].CreatedAt < out[j].CreatedAt
-		}
-		return out[i].ID < out[j].ID
+	// Dataset numbers are handed out in creation order, so they order
+	// projects made within one millisecond too (created_at would tie).
+	sort.Slice(states, func(i, j int) bool {
+		return states[i].rec.Load().Datasets[0] < states[j].rec.Load().Datasets[0]
 	})
+	out := make([]Project, len(states))
+	for i, ps := range states {
+		out[i] = ps.view()
+	}
 	return out
 }
 

@@ -1,7 +1,6 @@
 package http
 
 import (
-	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -79,7 +78,7 @@ func (s *Server) adminRoutes() *router.Router {
 // (sessionAuth in session.go).
 func (s *Server) adminAuth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		tok := apiKeyHeaderOnly(ctx)
+		tok := bearerToken(ctx)
 		if tok == nil && len(ctx.Request.Header.Peek("Authorization")) == 0 && len(ctx.Request.Header.Cookie(cookieName(ctx))) > 0 {
 			if fail := s.sessionAuth(ctx); fail != nil {
 				writeError(ctx, fail)
@@ -94,16 +93,6 @@ func (s *Server) adminAuth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 		}
 		h(ctx)
 	}
-}
-
-// apiKeyHeaderOnly reads "Authorization: Bearer <token>"; the scheme is
-// case-insensitive (RFC 9110), as on the public API.
-func apiKeyHeaderOnly(ctx *fasthttp.RequestCtx) []byte {
-	h := ctx.Request.Header.Peek("Authorization")
-	if len(h) > 7 && bytes.EqualFold(h[:7], []byte("Bearer ")) {
-		return h[7:]
-	}
-	return nil
 }
 
 // decodeAdmin parses a JSON admin body into v; it answers 400 itself on failure.

@@ -15,10 +15,19 @@ import (
 // apiKey extracts the key from "Authorization: Bearer <key>" or, for
 // testing only, the api_key query parameter.
 func apiKey(ctx *fasthttp.RequestCtx) []byte {
-	if h := ctx.Request.Header.Peek("Authorization"); len(h) > 7 && bytes.EqualFold(h[:7], []byte("Bearer ")) {
-		return bytes.TrimSpace(h[7:])
+	if t := bearerToken(ctx); t != nil {
+		return bytes.TrimSpace(t)
 	}
 	return ctx.QueryArgs().Peek("api_key")
+}
+
+// bearerToken reads "Authorization: Bearer <token>" (scheme case-insensitive,
+// as RFC 9110 has it), nil without one; the admin API takes the token as is.
+func bearerToken(ctx *fasthttp.RequestCtx) []byte {
+	if h := ctx.Request.Header.Peek("Authorization"); len(h) > 7 && bytes.EqualFold(h[:7], []byte("Bearer ")) {
+		return h[7:]
+	}
+	return nil
 }
 
 // authenticate resolves the request's key or answers 401.

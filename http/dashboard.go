@@ -157,7 +157,7 @@ func redirect(ctx *fasthttp.RequestCtx, to string) {
 
 // validBearer reports a correct admin token in the Authorization header.
 func (s *Server) validBearer(ctx *fasthttp.RequestCtx) bool {
-	tok := apiKeyHeaderOnly(ctx)
+	tok := bearerToken(ctx)
 	return len(tok) > 0 && len(s.adminToken) > 0 && subtle.ConstantTimeCompare(tok, s.adminToken) == 1
 }
 
