@@ -52,6 +52,8 @@ func serve(args []string) error {
 	fs.DurationVar(&c.sessionIdle, "session-idle", eventdhttp.DefaultSessionIdle, "end a dashboard session after this long without a request")
 	fs.DurationVar(&c.fsyncDelay, "fsync-delay", 0, "benchmarks only: add this delay to every fsync, to emulate a slower disk")
 	fs.BoolVar(&c.webhooksAllowPrivate, "webhooks-allow-private", false, "let live-environment webhooks reach private, loopback and link-local addresses (SSRF guard off)")
+	var conns connConfig
+	conns.register(fs)
 	if err := envFlags(fs); err != nil {
 		return err
 	}
@@ -62,6 +64,7 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	conns.setup(log)
 	// Catch SIGTERM/SIGINT from the start: one that arrives while the store
 	// opens or just after "eventd listening" must still stop cleanly (exit 0)
 	// instead of killing the process with the default action.
@@ -94,12 +97,12 @@ func serve(args []string) error {
 	}
 	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token,
 		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, SessionIdle: c.sessionIdle})
-	pub, err := listen(c.listen, c.tlsCert, c.tlsKey)
+	pub, err := listen(c.listen, c.tlsCert, c.tlsKey, conns.guard("public", log, eng.Metrics()))
 	if err != nil {
 		_ = eng.Close()
 		return err
 	}
-	adm, err := listen(c.adminListen, c.tlsCert, c.tlsKey)
+	adm, err := listen(c.adminListen, c.tlsCert, c.tlsKey, conns.guard("admin", log, eng.Metrics()))
 	if err != nil {
 		_ = pub.Close()
 		_ = eng.Close()
@@ -136,11 +139,14 @@ func serve(args []string) error {
 	return serveErr
 }
 
-func listen(addr, cert, key string) (net.Listener, error) {
+// listen opens addr; guard wraps the TCP listener, under TLS if any, so that
+// connections over a cap are closed before a handshake.
+func listen(addr, cert, key string, guard func(net.Listener) net.Listener) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	ln = guard(ln)
 	if cert == "" {
 		return ln, nil
 	}
