@@ -24,6 +24,7 @@ const (
 	codeRateLimited      = "rate_limit_exceeded"
 	codeInternal         = "internal_error"
 	codeUnavailable      = "unavailable"
+	codeHeadersTooLarge  = "headers_too_large"
 )
 
 // Messages fixed by the spec.

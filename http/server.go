@@ -111,8 +111,9 @@ func New(cfg Config) *Server {
 func (s *Server) newServer(name string, h fasthttp.RequestHandler) *fasthttp.Server {
 	return &fasthttp.Server{
 		Name:                          name,
-		Handler:                       h,
+		Handler:                       s.limitHeaders(h),
 		ErrorHandler:                  s.errorHandler,
+		ReadBufferSize:                readBufferSize,
 		MaxRequestBodySize:            maxReadBody,
 		ReadTimeout:                   30 * time.Second,
 		WriteTimeout:                  30 * time.Second,
@@ -141,6 +142,10 @@ func (s *Server) Shutdown() error {
 // answers an oversized body with a plain-text 400.
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	s.setRequestID(ctx)
+	if isHeadersTooLarge(err) {
+		writeError(ctx, headersTooLargeError())
+		return
+	}
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		writeError(ctx, newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Request body is larger than 16 MiB"))
 		return
