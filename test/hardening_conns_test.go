@@ -198,6 +198,17 @@ func TestConnsCapUnderDescriptorLimit(t *testing.T) {
 	}
 	held = nil
 	pollHealthz(t, s, hc, s.Public)
+	// Every place is given back once the server has seen the closes.
+	deadline := time.Now().Add(60 * time.Second)
+	for v := -1.0; v != 0; v = connMetric(t, hc, s.Admin, `eventd_http_open_connections{listener="public"}`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("open public connections = %v after all closed, want 0", v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(s.Logs(), `msg="connection cap reached, closing new connections" listener=public reason=max_conns`) {
+		t.Fatalf("no warning about the cap:\n%s", s.Logs())
+	}
 	s.alive(t)
 }
 
