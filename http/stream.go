@@ -3,6 +3,7 @@ package http
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"net"
 	"strconv"
 	"sync"
@@ -365,8 +366,14 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		}
 	}
 
-	readerDone := make(chan struct{})
-	go s.readStream(conn, sub, readerDone)
+	rd := &streamReader{conn: conn, done: make(chan struct{})}
+	readerDone := rd.done
+	go s.readStream(rd, sub)
+	// fasthttp hands the connection's buffered reader (and its hijack
+	// wrapper) to the next connection as soon as this handler returns, so
+	// the reader goroutine must be gone by then, or it reads (and corrupts)
+	// another client's request.
+	defer rd.stop()
 	ping := time.NewTicker(s.streamPing)
 	defer ping.Stop()
 	for {
@@ -468,13 +475,14 @@ func (w *frameWriter) flush() error {
 
 // readStream handles client messages (subscribe) and pongs; it ends the
 // connection when nothing, not even a pong, arrives within the pong wait.
-func (s *Server) readStream(conn *websocket.Conn, sub *subscriber, done chan struct{}) {
-	defer close(done)
+func (s *Server) readStream(rd *streamReader, sub *subscriber) {
+	defer close(rd.done)
+	conn := rd.conn
 	conn.SetReadLimit(maxClientMessage)
-	_ = conn.SetReadDeadline(time.Now().Add(s.streamPong))
-	conn.SetPongHandler(func(string) error {
-		return conn.SetReadDeadline(time.Now().Add(s.streamPong))
-	})
+	if rd.extend(s.streamPong) != nil {
+		return
+	}
+	conn.SetPongHandler(func(string) error { return rd.extend(s.streamPong) })
 	// The writer goroutine owns the connection's output: answer pings and
 	// closes through it instead of gorilla's default handlers, which write
 	// themselves.
@@ -494,16 +502,47 @@ func (s *Server) readStream(conn *websocket.Conn, sub *subscriber, done chan str
 	})
 	for {
 		_, msg, err := conn.ReadMessage()
-		if err != nil {
+		if err != nil || rd.extend(s.streamPong) != nil {
 			return
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(s.streamPong))
 		reply := handleClientMessage(sub, msg)
 		select {
 		case sub.control <- wsFrame{websocket.TextMessage, reply}:
 		default: // a client flooding messages without reading loses replies, not the server
 		}
 	}
+}
+
+// streamReader is the reader goroutine's side of a connection: its read
+// deadline, which stop sets in the past for good to end the goroutine.
+// Closing does not do it: a hijacked fasthttp connection's Close is a no-op
+// until the handler has returned.
+type streamReader struct {
+	conn    *websocket.Conn
+	done    chan struct{} // closed when the goroutine has returned
+	mu      sync.Mutex
+	stopped bool
+}
+
+var errStreamStopped = errors.New("stream stopped")
+
+// extend moves the read deadline d ahead, unless stop has run.
+func (rd *streamReader) extend(d time.Duration) error {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if rd.stopped {
+		return errStreamStopped
+	}
+	return rd.conn.SetReadDeadline(time.Now().Add(d))
+}
+
+// stop ends a blocked read at once and waits for the goroutine to return.
+func (rd *streamReader) stop() {
+	rd.mu.Lock()
+	rd.stopped = true
+	_ = rd.conn.SetReadDeadline(time.Unix(1, 0))
+	rd.mu.Unlock()
+	<-rd.done
 }
 
 // clientMessage is what a client may send.

@@ -3,9 +3,12 @@ package test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,4 +242,87 @@ func TestStreamVisitorIDRule(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestStreamEndDoesNotLeakItsConnection: a stream that the server ends must
+// not leave its reader goroutine running on the connection's buffered reader,
+// which fasthttp hands to the next connection once the handler returns: a
+// request on a fresh connection then lost bytes to it (400) or was reset,
+// as TestDashboardLogoutAndExpiry once was after its feed ended at logout.
+// Many streams end at once while fresh connections arrive on the same
+// listener; every request must succeed, and a -race server must report no race.
+func TestStreamEndDoesNotLeakItsConnection(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "churn", "enterprise", streamLimits)
+	for round := range 3 {
+		key, keyID := keyWithID(t, s, p, "secret", "live")
+		streams := make([]*wsClient, 40)
+		for i := range streams {
+			streams[i] = dial(t, wsURL(s, ""), bearer(key))
+		}
+		churn(t, s.Public, streams, func() {
+			wantStatus(t, s.AdminDo(t, "DELETE", "/admin/v1/keys/"+keyID, nil), 204)
+		}, "key revoked", round)
+	}
+	// Dashboard feeds on the admin listener, ended by deleting their project.
+	for round := range 2 {
+		q := s.Project(t, "feeds", "", nil)
+		s.Key(t, q, "secret", "test") // a feed needs an active key in its environment
+		feedURL := "ws" + strings.TrimPrefix(s.Admin, "http") + "/admin/v1/projects/" + q + "/stream?environment=test"
+		feeds := make([]*wsClient, 30)
+		for i := range feeds {
+			feeds[i] = dial(t, feedURL, bearer(s.Token))
+		}
+		churn(t, s.Admin, feeds, func() {
+			wantStatus(t, s.AdminDo(t, "DELETE", "/admin/v1/projects/"+q, nil), 204)
+		}, "project deleted", round)
+	}
+	if logs := s.Logs(); strings.Contains(logs, "DATA RACE") {
+		t.Fatalf("the server reported a data race:\n%s", logs)
+	}
+}
+
+// churn ends streams with end while fresh connections (no keep-alive) ask
+// base/healthz, and fails on any request that does not get its 200.
+func churn(t *testing.T, base string, streams []*wsClient, end func(), reason string, round int) {
+	t.Helper()
+	fresh := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 500; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := fresh.Get(base + "/healthz")
+				if err == nil {
+					_, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	end()
+	for _, w := range streams {
+		wantClose(t, w, 4001, reason)
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("round %d (%s): request beside ending streams: %v", round, reason, err)
+	}
 }
