@@ -274,8 +274,15 @@ func (e *Engine) DeleteProject(id string) error {
 	if err != nil {
 		return err
 	}
-	for _, r := range e.keyRecordsOf(id) {
+	// Keys stop working and open streams close before the (possibly long)
+	// deletion of the data, so both happen at once, as for a revoked key.
+	recs := e.keyRecordsOf(id)
+	ps.deleted.Store(true)
+	for _, r := range recs {
 		e.dropPrincipal(r)
+	}
+	e.notifyRevoked(Revocation{ProjectID: id, Reason: ReasonProjectDeleted})
+	for _, r := range recs {
 		if err := e.db.DeleteConfig(kindKey, r.ID); err != nil {
 			return err
 		}
@@ -323,8 +330,11 @@ func (e *Engine) dropPrincipal(r *keyRecord) {
 	}
 	delete(e.keyRecords, r.ID)
 	e.mu.Unlock()
-	if p != nil && e.keys != nil {
-		e.keys.Forget(r.ID)
+	if p != nil {
+		p.revoked.Store(true)
+		if e.keys != nil {
+			e.keys.Forget(r.ID)
+		}
 	}
 }
 
@@ -413,7 +423,8 @@ func (e *Engine) Keys(projectID string) ([]Key, error) {
 	return out, nil
 }
 
-// RevokeKey revokes a key: it answers 401 from the next request on.
+// RevokeKey revokes a key: it answers 401 from the next request on, and
+// its open streams are told to close (OnRevoked).
 func (e *Engine) RevokeKey(keyID string) error {
 	e.adminMu.Lock()
 	defer e.adminMu.Unlock()
@@ -433,6 +444,7 @@ func (e *Engine) RevokeKey(keyID string) error {
 	e.mu.Lock()
 	e.keyRecords[rev.ID] = &rev
 	e.mu.Unlock()
+	e.notifyRevoked(Revocation{ProjectID: r.ProjectID, KeyID: r.ID, Reason: ReasonKeyRevoked})
 	return nil
 }
 

@@ -64,6 +64,7 @@ type Engine struct {
 	jobs    jobs
 	hooksMu sync.Mutex
 	drained []func()
+	revoked []func(Revocation) // OnRevoked (stream.go)
 	stop    chan struct{}
 	wg      sync.WaitGroup
 }

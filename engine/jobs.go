@@ -5,8 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/engine/ids"
 )
 
@@ -50,8 +50,8 @@ type jobs struct {
 // visitor in one environment of a project, from every index and rollup.
 // With suppress, later events of that visitor are refused with 422.
 func (e *Engine) EraseVisitor(projectID, env, visitor string, suppress bool) (Job, error) {
-	if n := utf8.RuneCountInString(visitor); n < 1 || n > 256 {
-		return Job{}, invalid("visitor_id", "must be 1-256 characters")
+	if !event.ValidVisitorID(visitor) {
+		return Job{}, invalid("visitor_id", event.MsgVisitorID)
 	}
 	if env == "" {
 		env = Live

@@ -63,6 +63,9 @@ type projectState struct {
 	// suppressed holds "<dataset>/<visitor>" of erased visitors whose new
 	// events are refused; copy on write.
 	suppressed atomic.Pointer[map[string]bool]
+	// deleted is set when DeleteProject starts: the project's open streams,
+	// dashboard feeds included, close with "project deleted".
+	deleted atomic.Bool
 }
 
 func (p *projectState) setRecord(r *projectRecord) {
@@ -122,11 +125,15 @@ type Principal struct {
 	dataset  uint32
 	lastUsed atomic.Int64
 	streams  atomic.Int32
+	revoked  atomic.Bool // set by dropPrincipal: the key answers 401 from then on
 	cfg      actors.KeyConfig
 }
 
 // KeyID is the key's id.
 func (p *Principal) KeyID() string { return p.rec.ID }
+
+// ProjectID is the id of the key's project.
+func (p *Principal) ProjectID() string { return p.rec.ProjectID }
 
 // Type is "public" or "secret".
 func (p *Principal) Type() string { return p.rec.Type }

@@ -40,3 +40,56 @@ func (e *Engine) OnDrained(fn func()) {
 	e.drained = append(e.drained, fn)
 	e.hooksMu.Unlock()
 }
+
+// Close reasons of a stream whose key stopped being valid (contract section 11).
+const (
+	ReasonKeyRevoked     = "key revoked"
+	ReasonProjectDeleted = "project deleted"
+)
+
+// Revocation says which keys stopped being valid: one key (KeyID set), or
+// every key of a project and the dashboard's readers of it (KeyID empty).
+type Revocation struct {
+	ProjectID string
+	KeyID     string
+	Reason    string // ReasonKeyRevoked or ReasonProjectDeleted
+}
+
+// Matches reports whether p is one of the principals r ends.
+func (r Revocation) Matches(p *Principal) bool {
+	if r.KeyID != "" {
+		return p.rec.ID == r.KeyID
+	}
+	return p.rec.ProjectID == r.ProjectID
+}
+
+// OnRevoked registers fn to run after a key is revoked or a project is
+// deleted, once the keys answer 401: the HTTP layer closes their open
+// streams there. fn runs on the admin request's goroutine and must not block.
+func (e *Engine) OnRevoked(fn func(Revocation)) {
+	e.hooksMu.Lock()
+	e.revoked = append(e.revoked, fn)
+	e.hooksMu.Unlock()
+}
+
+func (e *Engine) notifyRevoked(r Revocation) {
+	e.hooksMu.Lock()
+	hooks := e.revoked
+	e.hooksMu.Unlock()
+	for _, fn := range hooks {
+		fn(r)
+	}
+}
+
+// Revoked is why p can no longer be used: ReasonProjectDeleted,
+// ReasonKeyRevoked, or "" while it is valid. A stream checks it once it is
+// registered, so a revocation racing with its upgrade still closes it.
+func (p *Principal) Revoked() string {
+	switch {
+	case p.project.deleted.Load():
+		return ReasonProjectDeleted
+	case p.revoked.Load():
+		return ReasonKeyRevoked
+	}
+	return ""
+}

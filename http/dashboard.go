@@ -445,11 +445,11 @@ func (s *Server) watchSession(sess *session, sub *subscriber, done <-chan struct
 		case <-done:
 			return
 		case <-sess.ended:
-			sub.stop()
+			sub.end(closeGoingAway)
 			return
 		case <-t.C:
 			if !s.dash.sessions.alive(sess) {
-				sub.stop()
+				sub.end(closeGoingAway)
 				return
 			}
 		}

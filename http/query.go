@@ -39,8 +39,8 @@ func parseListQuery(args *fasthttp.Args) (storage.ListQuery, *apiError) {
 		q.Name = string(v)
 	}
 	if v := args.Peek("visitor_id"); v != nil {
-		if len(v) == 0 || len(v) > 4*event.MaxVisitorLen {
-			d["visitor_id"] = "must be 1-256 characters"
+		if !event.ValidVisitorIDBytes(v) {
+			d["visitor_id"] = event.MsgVisitorID
 		}
 		q.VisitorID, q.HasVisitor = string(v), true
 	}

@@ -94,6 +94,8 @@ func New(cfg Config) *Server {
 	s.streams = newStreams(s.metrics)
 	// Live streams close after the last commit reached the broadcaster.
 	cfg.Engine.OnDrained(func() { s.streams.closeAll(10 * time.Second) })
+	// A revoked key's (or deleted project's) streams close with 4001.
+	cfg.Engine.OnRevoked(s.streams.revoke)
 	s.inflight = s.metrics.Gauge("eventd_http_inflight_requests", "HTTP requests being served.", "")
 	s.panics = s.metrics.Counter("eventd_http_panics_total", "Handler panics recovered.", "")
 	s.dash = newDashboard(cfg.SessionIdle)

@@ -3,6 +3,7 @@ package http
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"net"
 	"strconv"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/engine/ratelimit"
@@ -27,6 +29,7 @@ const (
 	DefaultStreamQueue = 4096
 	maxClientMessage   = 4096
 	closeSlowConsumer  = 4008
+	closeRevoked       = 4001 // the key was revoked or its project deleted (contract section 11)
 	replayChunk        = 1000
 	// replaySlack covers ids made before a subscription but committed after
 	// it: such an event can arrive both from the replay and live.
@@ -44,6 +47,7 @@ type streams struct {
 	sent        *metrics.Counter
 	drops       *metrics.Counter
 	slowCloses  *metrics.Counter
+	revokes     *metrics.Counter
 }
 
 func newStreams(reg *metrics.Registry) *streams {
@@ -53,6 +57,20 @@ func newStreams(reg *metrics.Registry) *streams {
 		sent:        reg.Counter("eventd_stream_messages_sent_total", "Event messages written to /stream clients.", ""),
 		drops:       reg.Counter("eventd_stream_drops_total", "Events not queued because a subscriber's queue was full.", ""),
 		slowCloses:  reg.Counter("eventd_stream_slow_consumer_closes_total", "Subscribers closed with 4008 slow_consumer.", ""),
+		revokes:     reg.Counter("eventd_stream_revoked_closes_total", "Subscribers closed with 4001 because their key was revoked or their project deleted.", ""),
+	}
+}
+
+// revoke closes, with 4001 and the reason, the streams of the keys (or the
+// project) that r ends. The engine calls it once they answer 401, so a
+// stream registered after this scan sees Revoked itself (runStream).
+func (st *streams) revoke(r engine.Revocation) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for sub := range st.subs {
+		if r.Matches(sub.p) {
+			sub.end(closeFrame{code: closeRevoked, reason: r.Reason})
+		}
 	}
 }
 
@@ -61,7 +79,7 @@ func newStreams(reg *metrics.Registry) *streams {
 func (st *streams) closeAll(timeout time.Duration) {
 	st.mu.Lock()
 	for sub := range st.subs {
-		sub.stop()
+		sub.end(closeGoingAway)
 	}
 	st.mu.Unlock()
 	done := make(chan struct{})
@@ -100,14 +118,27 @@ func (f *streamFilter) names() []string {
 // broadcaster (never blocking it) and drained by its own writer.
 type subscriber struct {
 	st       *streams
+	p        *engine.Principal
 	filter   atomic.Pointer[streamFilter]
 	queue    chan *storage.Event
 	control  chan wsFrame
 	overflow chan struct{}
 	shutdown chan struct{}
 	once     sync.Once
+	closing  closeFrame // set once, before shutdown is closed
 	overOnce sync.Once
 }
+
+// closeFrame is how a subscriber told to end says goodbye.
+type closeFrame struct {
+	code   int
+	reason string
+	drain  bool // send the queued events first
+}
+
+// closeGoingAway is the goodbye of a server shutdown or an ended dashboard
+// session: whatever is already queued is still sent.
+var closeGoingAway = closeFrame{code: websocket.CloseGoingAway, reason: "server shutting down", drain: true}
 
 // Offer queues matching events without blocking; a full queue marks the
 // subscriber as slow, and it is closed with 4008.
@@ -127,7 +158,23 @@ func (sub *subscriber) Offer(events []actors.CommittedEvent) {
 	}
 }
 
-func (sub *subscriber) stop() { sub.once.Do(func() { close(sub.shutdown) }) }
+// end tells the writer to close the connection with c; the first call wins.
+func (sub *subscriber) end(c closeFrame) {
+	sub.once.Do(func() {
+		sub.closing = c
+		close(sub.shutdown)
+	})
+}
+
+// ended reports whether end was called.
+func (sub *subscriber) ended() bool {
+	select {
+	case <-sub.shutdown:
+		return true
+	default:
+		return false
+	}
+}
 
 // parseStreamQuery reads event (repeatable), visitor_id and since.
 func parseStreamQuery(args *fasthttp.Args) (*streamFilter, *storage.ID, *apiError) {
@@ -144,8 +191,8 @@ func parseStreamQuery(args *fasthttp.Args) (*streamFilter, *storage.ID, *apiErro
 		f.events[string(v)] = struct{}{}
 	}
 	if v := args.Peek("visitor_id"); v != nil {
-		if len(v) == 0 || len(v) > 1024 {
-			d["visitor_id"] = "must be 1-256 characters"
+		if !event.ValidVisitorIDBytes(v) {
+			d["visitor_id"] = event.MsgVisitorID
 		}
 		f.visitor, f.hasVisitor = string(v), true
 	}
@@ -214,6 +261,7 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, fi
 	}
 	sub := &subscriber{
 		st:       s.streams,
+		p:        p,
 		queue:    make(chan *storage.Event, s.streamQueue),
 		control:  make(chan wsFrame, 8),
 		overflow: make(chan struct{}),
@@ -242,6 +290,11 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 	st.subs[sub] = struct{}{}
 	st.mu.Unlock()
 	st.subscribers.Add(1)
+	// A revocation that ran between the authentication and the line above
+	// did not see this stream; the principal remembers it.
+	if reason := p.Revoked(); reason != "" {
+		sub.end(closeFrame{code: closeRevoked, reason: reason})
+	}
 	defer func() {
 		s.eng.Unsubscribe(p, sub)
 		st.mu.Lock()
@@ -273,7 +326,7 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		cutoff := subscribedAt.Add(-replaySlack).UnixMilli()
 		replayed = make(map[storage.ID]struct{})
 		cursor := *since
-		for {
+		for !sub.ended() { // a revocation must not wait for a long replay
 			n := 0
 			f := sub.filter.Load()
 			err := s.eng.EventsAfter(p, cursor, replayChunk, func(e *storage.Event) bool {
@@ -313,8 +366,14 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		}
 	}
 
-	readerDone := make(chan struct{})
-	go s.readStream(conn, sub, readerDone)
+	rd := &streamReader{conn: conn, done: make(chan struct{})}
+	readerDone := rd.done
+	go s.readStream(rd, sub)
+	// fasthttp hands the connection's buffered reader (and its hijack
+	// wrapper) to the next connection as soon as this handler returns, so
+	// the reader goroutine must be gone by then, or it reads (and corrupts)
+	// another client's request.
+	defer rd.stop()
 	ping := time.NewTicker(s.streamPing)
 	defer ping.Stop()
 	for {
@@ -339,8 +398,10 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 			_ = fw.flush()
 			return
 		case <-sub.shutdown:
-			// Everything committed before shutdown is already queued: send it, then say goodbye.
-			for {
+			// On shutdown everything committed before it is already queued:
+			// send it, then say goodbye. A revoked key gets nothing more.
+			c := sub.closing
+			for c.drain {
 				select {
 				case e := <-sub.queue:
 					drain(e)
@@ -349,7 +410,10 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 				}
 				break
 			}
-			fw.frame(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"))
+			if c.code == closeRevoked {
+				st.revokes.Inc()
+			}
+			fw.frame(websocket.CloseMessage, websocket.FormatCloseMessage(c.code, c.reason))
 			_ = fw.flush()
 			return
 		case <-readerDone:
@@ -411,13 +475,14 @@ func (w *frameWriter) flush() error {
 
 // readStream handles client messages (subscribe) and pongs; it ends the
 // connection when nothing, not even a pong, arrives within the pong wait.
-func (s *Server) readStream(conn *websocket.Conn, sub *subscriber, done chan struct{}) {
-	defer close(done)
+func (s *Server) readStream(rd *streamReader, sub *subscriber) {
+	defer close(rd.done)
+	conn := rd.conn
 	conn.SetReadLimit(maxClientMessage)
-	_ = conn.SetReadDeadline(time.Now().Add(s.streamPong))
-	conn.SetPongHandler(func(string) error {
-		return conn.SetReadDeadline(time.Now().Add(s.streamPong))
-	})
+	if rd.extend(s.streamPong) != nil {
+		return
+	}
+	conn.SetPongHandler(func(string) error { return rd.extend(s.streamPong) })
 	// The writer goroutine owns the connection's output: answer pings and
 	// closes through it instead of gorilla's default handlers, which write
 	// themselves.
@@ -437,16 +502,47 @@ func (s *Server) readStream(conn *websocket.Conn, sub *subscriber, done chan str
 	})
 	for {
 		_, msg, err := conn.ReadMessage()
-		if err != nil {
+		if err != nil || rd.extend(s.streamPong) != nil {
 			return
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(s.streamPong))
 		reply := handleClientMessage(sub, msg)
 		select {
 		case sub.control <- wsFrame{websocket.TextMessage, reply}:
 		default: // a client flooding messages without reading loses replies, not the server
 		}
 	}
+}
+
+// streamReader is the reader goroutine's side of a connection: its read
+// deadline, which stop sets in the past for good to end the goroutine.
+// Closing does not do it: a hijacked fasthttp connection's Close is a no-op
+// until the handler has returned.
+type streamReader struct {
+	conn    *websocket.Conn
+	done    chan struct{} // closed when the goroutine has returned
+	mu      sync.Mutex
+	stopped bool
+}
+
+var errStreamStopped = errors.New("stream stopped")
+
+// extend moves the read deadline d ahead, unless stop has run.
+func (rd *streamReader) extend(d time.Duration) error {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if rd.stopped {
+		return errStreamStopped
+	}
+	return rd.conn.SetReadDeadline(time.Now().Add(d))
+}
+
+// stop ends a blocked read at once and waits for the goroutine to return.
+func (rd *streamReader) stop() {
+	rd.mu.Lock()
+	rd.stopped = true
+	_ = rd.conn.SetReadDeadline(time.Unix(1, 0))
+	rd.mu.Unlock()
+	<-rd.done
 }
 
 // clientMessage is what a client may send.
@@ -486,6 +582,11 @@ func handleClientMessage(sub *subscriber, msg []byte) []byte {
 		}
 	}
 	if m.VisitorID != nil {
+		if !event.ValidVisitorID(*m.VisitorID) {
+			// The same rule and words as the query parameter; the filter stays as it was.
+			return []byte(`{"type":"error","error":"bad_request","message":"visitor_id ` + event.MsgVisitorID +
+				`","details":{"visitor_id":"` + event.MsgVisitorID + `"}}`)
+		}
 		f.visitor, f.hasVisitor = *m.VisitorID, true
 	}
 	sub.filter.Store(f)

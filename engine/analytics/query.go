@@ -3,7 +3,6 @@ package analytics
 import (
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/eventd/eventd/engine/event"
 )
@@ -138,8 +137,8 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 		q.Event = v
 	}
 	if v, ok := arg("visitor_id"); ok && d["visitor_id"] == "" {
-		if n := utf8.RuneCountInString(v); n < 1 || n > event.MaxVisitorLen || !utf8.ValidString(v) {
-			d["visitor_id"] = "must be 1-256 characters"
+		if !event.ValidVisitorID(v) {
+			d["visitor_id"] = event.MsgVisitorID
 		}
 		q.VisitorID, q.HasVisitor = v, true
 	}

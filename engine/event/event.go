@@ -56,7 +56,7 @@ const (
 	msgString      = "must be a string"
 	msgName        = "event name must be alphanumeric with underscores only (1-128 characters)"
 	msgNameChars   = "event name must be alphanumeric with underscores only" // the spec's wording, verbatim
-	msgVisitor     = "must be a string of 1-256 characters"
+	msgVisitor     = MsgVisitorID
 	msgObject      = "must be an object"
 	msgPropsSize   = "must be at most 32768 bytes (32 KiB) as compact JSON"
 	msgTooDeep     = "must not nest deeper than 16 levels"
@@ -298,7 +298,7 @@ func (d *decoder) finishEvent(f *[fCount]rawField, scratch []byte, r *eventResul
 		r.report(fVisitor, msgString)
 	case present:
 		visitor = str(fv)
-		if n := utf8.RuneCount(visitor); n < 1 || n > MaxVisitorLen {
+		if !ValidVisitorIDBytes(visitor) {
 			r.report(fVisitor, msgVisitor)
 		}
 	}

@@ -630,6 +630,9 @@ func TestStreamSinceSubscribeAndRefusals(t *testing.T) {
 	if err := st.Subscribe([]string{"bad-name"}, ""); !errors.Is(err, client.ErrBadRequest) {
 		t.Fatalf("bad filter: %v", err)
 	}
+	if err := st.Subscribe(nil, strings.Repeat("v", 257)); !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("257-character visitor filter: %v", err)
+	}
 	if err := st.Subscribe([]string{"s_b"}, ""); err != nil {
 		t.Fatal(err)
 	}

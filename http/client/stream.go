@@ -14,6 +14,7 @@ import (
 
 	"github.com/fasthttp/websocket"
 
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/engine/ids"
 )
 
@@ -100,13 +101,17 @@ func (s *Stream) Close() error {
 }
 
 // Subscribe changes the filters of the live connection and of every later
-// reconnect; it refuses event names the server would refuse.
+// reconnect; it refuses event names and visitor ids the server would refuse.
 func (s *Stream) Subscribe(events []string, visitorID string) error {
 	for _, e := range events {
 		if !validName(e) {
 			return &Error{Status: http.StatusBadRequest, Code: "bad_request",
 				Message: "Invalid event filter", Details: map[string]string{"event": "event name must be alphanumeric with underscores only (1-128 characters)"}}
 		}
+	}
+	if visitorID != "" && !event.ValidVisitorID(visitorID) {
+		return &Error{Status: http.StatusBadRequest, Code: "bad_request",
+			Message: "Invalid visitor filter", Details: map[string]string{"visitor_id": event.MsgVisitorID}}
 	}
 	msg := map[string]any{"type": "subscribe", "event": events, "visitor_id": nil}
 	if visitorID != "" {

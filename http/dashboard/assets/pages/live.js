@@ -123,10 +123,17 @@ export async function render(view, ctx) {
         else setStatus(pausedText(), 'paused');
       } else if (msg.type === 'error' && msg.last_id) {
         lastId = msg.last_id;
+      } else if (msg.type === 'error' && msg.error === 'bad_request') {
+        setStatus(`Filter refused: ${msg.message}`, 'off'); // the previous filters stay in force
       }
     });
-    sock.addEventListener('close', async () => {
+    sock.addEventListener('close', async (ev) => {
       if (closed || ws !== sock) return;
+      // 4001: the project was deleted; reconnecting cannot help.
+      if (ev.code === 4001) {
+        setStatus(ev.reason === 'project deleted' ? 'This project was deleted.' : `Closed: ${ev.reason}`, 'off');
+        return;
+      }
       setStatus('Disconnected, reconnecting…', 'off');
       // A refused upgrade looks like any other close: check the session first.
       try { await loadSession(); } catch { return; }
