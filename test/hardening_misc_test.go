@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -37,4 +38,39 @@ func TestHardeningNonFiniteNumbers(t *testing.T) {
 	if strings.Join(names, ",") != "imp_ok,max" && strings.Join(names, ",") != "max,imp_ok" {
 		t.Fatalf("stored events %v, want only max and imp_ok", names)
 	}
+}
+
+// Issue 13 item 9: the SSRF guard knows the special-purpose ranges (from
+// code.dny.dev/ssrf) and refuses numeric host forms at creation, with the
+// same 400 as any other bad webhook URL.
+func TestHardeningWebhookURLGuard(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	p := s.Project(t, "ssrf", "", nil)
+	base := "/admin/v1/projects/" + p + "/webhooks"
+	cases := []struct {
+		url, env, want string
+	}{
+		{"http://[::127.0.0.1]/", "live", "only reach public addresses"},
+		{"http://[::127.0.0.1]/", "test", "can never be reached"},
+		{"http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", "live", "only reach public addresses"},
+		{"http://[2002:7f00:1::1]/", "live", "only reach public addresses"},
+		{"http://192.88.99.1/", "live", "only reach public addresses"},
+		{"http://[64:ff9b::a00:1]/", "live", "only reach public addresses"},
+		{"http://2130706433/", "live", "numeric forms"},
+		{"http://0x7f.1/", "live", "numeric forms"},
+		{"http://0177.0.0.1/", "test", "numeric forms"},
+		{"http://127.1:9/", "test", "numeric forms"},
+	}
+	for _, c := range cases {
+		r := s.AdminDo(t, "POST", base, map[string]any{"url": c.url, "environment": c.env, "kinds": []string{"event.created"}})
+		m := wantError(t, r, 400, "bad_request", "")
+		if d, _ := m["details"].(map[string]any); !strings.Contains(fmt.Sprint(d["url"]), c.want) {
+			t.Errorf("%s (%s): details %v, want url: %q", c.url, c.env, m["details"], c.want)
+		}
+	}
+	// An update is checked the same way.
+	id, _ := createWebhook(t, s, p, map[string]any{"url": "https://hooks.example.com/x", "environment": "live", "kinds": []string{"event.created"}})
+	r := s.AdminDo(t, "PUT", base+"/"+id, map[string]any{"url": "http://2130706433/", "environment": "live", "kinds": []string{"event.created"}})
+	wantError(t, r, 400, "bad_request", "")
 }
