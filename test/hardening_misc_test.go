@@ -2,6 +2,8 @@ package test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -73,4 +75,44 @@ func TestHardeningWebhookURLGuard(t *testing.T) {
 	id, _ := createWebhook(t, s, p, map[string]any{"url": "https://hooks.example.com/x", "environment": "live", "kinds": []string{"event.created"}})
 	r := s.AdminDo(t, "PUT", base+"/"+id, map[string]any{"url": "http://2130706433/", "environment": "live", "kinds": []string{"event.created"}})
 	wantError(t, r, 400, "bad_request", "")
+}
+
+// Issue 13 item 10: a backup target inside --data (also through a symlink)
+// or on a pseudo-filesystem is a 400 naming the rule, not a 201 or a 500.
+func TestHardeningBackupTargets(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	outside := t.TempDir()
+	link := filepath.Join(outside, "to-data")
+	if err := os.Symlink(s.Dir, link); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ dir, want string }{
+		{filepath.Join(s.Dir, "backup"), "must not be inside the data directory"},
+		{filepath.Join(s.Dir, "pebble", "backup"), "must not be inside the data directory"},
+		{s.Dir, "must not be inside the data directory"},
+		{filepath.Join(link, "backup"), "must not be inside the data directory"},
+		{"/proc/eventd-backup", "must not be on a pseudo-filesystem"},
+		{"/proc/self/cwd/eventd-backup", "must not be on a pseudo-filesystem"},
+		{"/sys/eventd-backup", "must not be on a pseudo-filesystem"},
+		{"/dev/eventd-backup", "must not be on a pseudo-filesystem"},
+		{"relative/backup", "absolute path"},
+	}
+	for _, c := range cases {
+		r := s.AdminDo(t, "POST", "/admin/v1/backup", map[string]any{"dir": c.dir})
+		m := wantError(t, r, 400, "bad_request", "")
+		if d, _ := m["details"].(map[string]any); !strings.Contains(fmt.Sprint(d["dir"]), c.want) {
+			t.Errorf("%s: details %v, want dir: %q", c.dir, m["details"], c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "backup")); !os.IsNotExist(err) {
+		t.Errorf("a refused backup left %s/backup behind (%v)", s.Dir, err)
+	}
+	// The CLI shows the rule too.
+	res := runCLI(t, nil, "backup", "--admin-url", s.Admin, "--admin-token", s.Token, filepath.Join(s.Dir, "bk"))
+	if res.code == 0 || !strings.Contains(res.stderr, "400") || !strings.Contains(res.stderr, "must not be inside the data directory") {
+		t.Errorf("eventd backup inside --data: exit %d, stderr %q", res.code, res.stderr)
+	}
+	// A directory outside is fine.
+	wantStatus(t, s.AdminDo(t, "POST", "/admin/v1/backup", map[string]any{"dir": filepath.Join(outside, "ok")}), 201)
 }

@@ -80,6 +80,7 @@ func serve(args []string) error {
 	}
 	ecfg := engine.Config{DataDir: filepath.Join(c.data, "pebble"), Shards: c.shards, Logger: log,
 		WebhooksAllowPrivate: c.webhooksAllowPrivate}
+	ecfg.DataRoot = c.data
 	if c.fsyncDelay > 0 {
 		ecfg.FS = vfsdelay.New(vfs.Default, c.fsyncDelay)
 	}
