@@ -189,7 +189,7 @@ func (s *Server) adminCreateKey(ctx *fasthttp.RequestCtx) {
 		s.writeAdminError(ctx, err, "Project")
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusCreated, k)
+	writeSecretJSON(ctx, fasthttp.StatusCreated, k)
 }
 
 func (s *Server) adminListKeys(ctx *fasthttp.RequestCtx) {

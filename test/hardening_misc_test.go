@@ -116,3 +116,43 @@ func TestHardeningBackupTargets(t *testing.T) {
 	// A directory outside is fine.
 	wantStatus(t, s.AdminDo(t, "POST", "/admin/v1/backup", map[string]any{"dir": filepath.Join(outside, "ok")}), 201)
 }
+
+// Issue 13 item 12: every answer that carries a secret shown once says
+// Cache-Control: no-store; the generated admin token is a 0600 file.
+func TestHardeningSecretsNotCached(t *testing.T) {
+	t.Parallel()
+	s := StartNoToken(t)
+	p := s.Project(t, "secrets", "", nil)
+	noStore := func(what string, r *Response, status int) map[string]any {
+		t.Helper()
+		wantStatus(t, r, status)
+		if got := r.Header.Values("Cache-Control"); len(got) != 1 || got[0] != "no-store" {
+			t.Errorf("%s: Cache-Control %q, want no-store", what, got)
+		}
+		return r.JSON(t)
+	}
+	k := noStore("key create", s.AdminDo(t, "POST", "/admin/v1/projects/"+p+"/keys", map[string]any{"name": "k", "type": "secret", "environment": "live"}), 201)
+	if !strings.HasPrefix(fmt.Sprint(k["key"]), "sk_live_") {
+		t.Fatalf("key create: %v", k)
+	}
+	base := "/admin/v1/projects/" + p + "/webhooks"
+	w := noStore("webhook create", s.AdminDo(t, "POST", base, map[string]any{"url": "https://hooks.example.com/x", "environment": "live", "kinds": []string{"event.created"}}), 201)
+	if !strings.HasPrefix(fmt.Sprint(w["secret"]), "whsec_") {
+		t.Fatalf("webhook create: %v", w)
+	}
+	rot := noStore("webhook rotate", s.AdminDo(t, "POST", base+"/"+w["id"].(string)+"/rotate-secret", nil), 200)
+	if !strings.HasPrefix(fmt.Sprint(rot["secret"]), "whsec_") {
+		t.Fatalf("rotate: %v", rot)
+	}
+	// A refused create carries no secret and needs no header; a list never shows secrets.
+	if r := s.AdminDo(t, "GET", base, nil); strings.Contains(string(r.Body), "whsec_") {
+		t.Errorf("webhook list shows a secret: %s", r.Body)
+	}
+	st, err := os.Stat(filepath.Join(s.Dir, "admin_token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("admin_token: mode %v, want 0600", st.Mode().Perm())
+	}
+}
