@@ -156,3 +156,92 @@ func TestHardeningSecretsNotCached(t *testing.T) {
 		t.Errorf("admin_token: mode %v, want 0600", st.Mode().Perm())
 	}
 }
+
+// Issue 13 item 14: help output names the environment variable of each flag
+// but never shows its value; a bad environment value is a usage error
+// (status 2) in every subcommand.
+func TestHardeningFlagHelpAndEnvironment(t *testing.T) {
+	t.Parallel()
+	const secret = "adm_secret_from_the_environment_0123"
+	secretDir := filepath.Join(t.TempDir(), "private-data-path")
+	env := []string{"EVENTD_ADMIN_TOKEN=" + secret, "EVENTD_DATA=" + secretDir}
+	for _, args := range [][]string{{"serve", "-h"}, {"projects", "list", "-h"}, {"keys", "create", "-h"}, {"import", "-h"}, {"export", "-h"}, {"backup", "-h"}} {
+		r := runCLI(t, env, args...)
+		out := r.stdout + r.stderr
+		if r.code != 0 {
+			t.Errorf("eventd %v: exit %d, want 0\n%s", args, r.code, out)
+		}
+		if strings.Contains(out, secret) || strings.Contains(out, secretDir) {
+			t.Errorf("eventd %v shows an environment value:\n%s", args, out)
+		}
+		if !strings.Contains(out, "[$EVENTD_ADMIN_TOKEN]") || !strings.Contains(out, "[$EVENTD_DATA]") {
+			t.Errorf("eventd %v: help does not name the variables:\n%s", args, out)
+		}
+	}
+	if r := runCLI(t, nil, "serve", "-h"); !strings.Contains(r.stderr, "[$EVENTD_SHARDS]") || !strings.Contains(r.stderr, `(default "./data")`) {
+		t.Errorf("serve -h: %s", r.stderr)
+	}
+
+	cases := []struct {
+		env  string
+		args []string
+	}{
+		{"EVENTD_SHARDS=abc", []string{"serve"}},
+		{"EVENTD_STREAM_PING=soon", []string{"serve"}},
+		{"EVENTD_WEBHOOKS_ALLOW_PRIVATE=perhaps", []string{"serve"}},
+		{"EVENTD_QUIET=maybe", []string{"import", "--project", "proj_x", "/nonexistent.ndjson"}},
+		{"EVENTD_FORCE=maybe", []string{"restore", "/nonexistent"}},
+	}
+	for _, c := range cases {
+		name := c.env[:strings.IndexByte(c.env, '=')]
+		r := runCLI(t, []string{c.env, "EVENTD_DATA=" + t.TempDir(), "EVENTD_LISTEN=127.0.0.1:0", "EVENTD_ADMIN_LISTEN=127.0.0.1:0"}, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, name) || !strings.Contains(r.stderr, "invalid value") {
+			t.Errorf("%s eventd %v: exit %d, stderr %q; want 2 naming %s", c.env, c.args, r.code, r.stderr, name)
+		}
+	}
+}
+
+// Issue 13 item 7: serve refuses an admin token shorter than 24 characters
+// with status 2 and a message that does not show the token.
+func TestHardeningShortAdminToken(t *testing.T) {
+	t.Parallel()
+	base := []string{"EVENTD_LISTEN=127.0.0.1:0", "EVENTD_ADMIN_LISTEN=127.0.0.1:0"}
+	const short = "adm_short1" // 10 characters
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"flag", nil, []string{"--admin-token", short}, "--admin-token (or EVENTD_ADMIN_TOKEN) is 10 characters long"},
+		{"environment", []string{"EVENTD_ADMIN_TOKEN=" + short}, nil, "is 10 characters long"},
+		{"23 characters", []string{"EVENTD_ADMIN_TOKEN=" + strings.Repeat("x", 23)}, nil, "is 23 characters long"},
+	} {
+		data := t.TempDir()
+		r := runCLI(t, append(append([]string{"EVENTD_DATA=" + data}, base...), c.env...), append([]string{"serve"}, c.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || !strings.Contains(r.stderr, "at least 24 characters") || strings.Contains(r.stderr, short) {
+			t.Errorf("%s: exit %d, stderr %q", c.name, r.code, r.stderr)
+		}
+		if _, err := os.Stat(filepath.Join(data, "pebble")); !os.IsNotExist(err) {
+			t.Errorf("%s: the store was opened before the token was checked (%v)", c.name, err)
+		}
+	}
+	// A short token kept in <data>/admin_token is refused as well.
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, "admin_token"), []byte(short+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, append([]string{"EVENTD_DATA=" + data}, base...), "serve")
+	if r.code != 2 || !strings.Contains(r.stderr, "<data>/admin_token is 10 characters long") {
+		t.Errorf("short kept token: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// 24 characters are enough.
+	s := &Server{t: t, Dir: t.TempDir(), Token: strings.Repeat("k", 24)}
+	s.start()
+	t.Cleanup(func() {
+		if s.cmd != nil {
+			s.Kill()
+		}
+	})
+	wantStatus(t, s.AdminDo(t, "GET", "/admin/v1/projects", nil), 200)
+}

@@ -56,11 +56,14 @@ func serve(args []string) error {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	log, err := newLogger(os.Stderr, c.logFormat, c.logLevel)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	// Catch SIGTERM/SIGINT from the start: one that arrives while the store
 	// opens or just after "eventd listening" must still stop cleanly (exit 0)
@@ -69,13 +72,16 @@ func serve(args []string) error {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	if (c.tlsCert == "") != (c.tlsKey == "") {
-		return errors.New("--tls-cert and --tls-key go together")
+		return usageError{errors.New("--tls-cert and --tls-key go together")}
 	}
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return err
 	}
 	token, fresh, err := adminToken(c.data, c.adminToken)
 	if err != nil {
+		return err
+	}
+	if err := checkAdminToken(token, c.adminToken != ""); err != nil {
 		return err
 	}
 	ecfg := engine.Config{DataDir: filepath.Join(c.data, "pebble"), Shards: c.shards, Logger: log,
@@ -170,6 +176,25 @@ func adminToken(dataDir, configured string) (token string, fresh bool, err error
 		return "", false, err
 	}
 	return token, true, nil
+}
+
+// minAdminTokenLen is the shortest admin token serve accepts: with the
+// failed-attempt throttle, 24 characters of even a small alphabet are far out
+// of reach of guessing. Generated tokens have 40 random characters.
+const minAdminTokenLen = 24
+
+// checkAdminToken refuses a short admin token (exit status 2); the message
+// says where the token came from, never the token.
+func checkAdminToken(token string, configured bool) error {
+	if len(token) >= minAdminTokenLen {
+		return nil
+	}
+	from := "the admin token in <data>/admin_token"
+	if configured {
+		from = "--admin-token (or EVENTD_ADMIN_TOKEN)"
+	}
+	return usageError{fmt.Errorf("%s is %d characters long; the admin token must be at least %d characters (leave it unset to have one generated)",
+		from, len(token), minAdminTokenLen)}
 }
 
 func printBootstrap(w io.Writer, b *engine.Bootstrap, token string, freshToken bool, publicURL, adminURL string) {
