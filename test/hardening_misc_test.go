@@ -2,10 +2,13 @@ package test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Issue 13 item 8: numbers must be finite float64 values; 1e999 is a 400
@@ -236,12 +239,154 @@ func TestHardeningShortAdminToken(t *testing.T) {
 		t.Errorf("short kept token: exit %d, stderr %q", r.code, r.stderr)
 	}
 	// 24 characters are enough.
-	s := &Server{t: t, Dir: t.TempDir(), Token: strings.Repeat("k", 24)}
+	s := startWithEnv(t, nil, strings.Repeat("k", 24))
+	wantStatus(t, s.AdminDo(t, "GET", "/admin/v1/projects", nil), 200)
+}
+
+// startWithEnv is Start with extra environment variables and a chosen admin token.
+func startWithEnv(t *testing.T, env []string, token string, extra ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, Dir: t.TempDir(), Token: token, Args: extra, Env: env}
 	s.start()
 	t.Cleanup(func() {
 		if s.cmd != nil {
 			s.Kill()
 		}
 	})
-	wantStatus(t, s.AdminDo(t, "GET", "/admin/v1/projects", nil), 200)
+	return s
+}
+
+// Issue 13 item 7: failed admin-token attempts per client address. The 6th
+// failure in 10 minutes gets 429 with Retry-After 1; the dashboard login and
+// the bearer API share the count; after the lockout the correct token passes
+// and resets. (That a correct token is refused during a lockout, and the
+// doubling, are checked with a controlled clock in http/authguard_test.go.)
+func TestHardeningAdminTokenThrottle(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	projects := s.Admin + "/admin/v1/projects"
+	wrong := func() *Response {
+		t.Helper()
+		return Do(t, "GET", projects, "adm_wrong_token_guess_0000000", nil)
+	}
+	for i := range 5 {
+		r := wrong()
+		wantError(t, r, 401, "unauthorized", "")
+		if r.Header.Get("Retry-After") != "" {
+			t.Fatalf("failure %d: Retry-After %q on a 401", i+1, r.Header.Get("Retry-After"))
+		}
+	}
+	r := wrong()
+	m := wantError(t, r, 429, "rate_limit_exceeded", "Too many failed admin token attempts from this address; retry later")
+	if r.Header.Get("Retry-After") != "1" || m["retry_after"] != 1.0 {
+		t.Fatalf("6th failure: Retry-After %q, body %s", r.Header.Get("Retry-After"), r.Body)
+	}
+	// Until the lockout ends, every attempt is 429 (the correct token too);
+	// then the correct token passes.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := s.AdminDo(t, "GET", "/admin/v1/projects", nil)
+		if r.Status == 200 {
+			break
+		}
+		wantError(t, r, 429, "rate_limit_exceeded", "")
+		if ra := r.Header.Get("Retry-After"); ra != "1" {
+			t.Fatalf("Retry-After %q during the first lockout, want 1", ra)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the correct token was still refused 30 s after a 1 s lockout")
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval, not synchronisation
+	}
+	// The success reset the count. The dashboard login counts with the bearer API.
+	login := func(token string) *Response {
+		t.Helper()
+		return Do(t, "POST", s.Admin+"/login", "", map[string]string{"token": token}, "Origin: "+s.Admin)
+	}
+	for range 3 {
+		wantError(t, login("adm_wrong_token_guess_0000000"), 401, "unauthorized", "")
+	}
+	wantError(t, wrong(), 401, "unauthorized", "")
+	wantError(t, wrong(), 401, "unauthorized", "")
+	r = login("adm_wrong_token_guess_0000000")
+	wantError(t, r, 429, "rate_limit_exceeded", "")
+	if r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("6th failure by login: Retry-After %q", r.Header.Get("Retry-After"))
+	}
+	if !strings.Contains(s.Logs(), "admin token attempts throttled") {
+		t.Errorf("no log line for the lockout:\n%s", s.Logs())
+	}
+	metrics := Do(t, "GET", s.Admin+"/metrics", "", nil)
+	if !strings.Contains(string(metrics.Body), "eventd_admin_auth_failures_total 12") {
+		t.Errorf("metrics: %s", grepMetric(string(metrics.Body), "eventd_admin_auth"))
+	}
+}
+
+func grepMetric(body, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// doHost sends a GET with the admin token and the given Host header.
+func doHost(t *testing.T, s *Server, path, host string) *Response {
+	t.Helper()
+	req, err := http.NewRequest("GET", s.Admin+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// Issue 13 item 7: --admin-host (EVENTD_ADMIN_HOST) answers 421 for another
+// Host header on every admin-listener route; IP addresses always pass.
+func TestHardeningAdminHost(t *testing.T) {
+	t.Parallel()
+	for _, viaEnv := range []bool{false, true} {
+		var s *Server
+		if viaEnv {
+			s = startWithEnv(t, []string{"EVENTD_ADMIN_HOST=eventd.example.com,admin.internal"}, "adm_test_token_0123456789")
+		} else {
+			s = Start(t, "--admin-host", "eventd.example.com,admin.internal")
+		}
+		port := s.Admin[strings.LastIndexByte(s.Admin, ':')+1:]
+		for _, path := range []string{"/admin/v1/projects", "/healthz", "/metrics", "/login", "/"} {
+			for _, host := range []string{"evil.example", "evil.example:" + port, "eventd.example.com.evil.example", "localhost:" + port} {
+				r := doHost(t, s, path, host)
+				m := wantError(t, r, 421, "misdirected_request", "")
+				if d, _ := m["details"].(map[string]any); d["host"] == nil {
+					t.Errorf("%s Host %s: details %v", path, host, m["details"])
+				}
+			}
+		}
+		for _, host := range []string{"eventd.example.com", "EVENTD.example.com:" + port, "admin.internal:" + port, "127.0.0.1:" + port} {
+			wantStatus(t, doHost(t, s, "/admin/v1/projects", host), 200)
+		}
+		// The public listener does not check.
+		r, err := http.NewRequest("GET", s.Public+"/healthz", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Host = "evil.example"
+		resp, err := client.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("public listener with a foreign Host: %d", resp.StatusCode)
+		}
+	}
 }

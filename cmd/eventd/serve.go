@@ -32,6 +32,7 @@ type serveConfig struct {
 	sessionIdle                                                                 time.Duration
 	fsyncDelay                                                                  time.Duration
 	webhooksAllowPrivate                                                        bool
+	adminHost                                                                   string
 }
 
 func serve(args []string) error {
@@ -51,6 +52,7 @@ func serve(args []string) error {
 	fs.DurationVar(&c.streamPong, "stream-pong", eventdhttp.DefaultStreamPong, "close a /stream connection after this long without a pong")
 	fs.DurationVar(&c.sessionIdle, "session-idle", eventdhttp.DefaultSessionIdle, "end a dashboard session after this long without a request")
 	fs.DurationVar(&c.fsyncDelay, "fsync-delay", 0, "benchmarks only: add this delay to every fsync, to emulate a slower disk")
+	fs.StringVar(&c.adminHost, "admin-host", "", "comma-separated host names the admin listener answers for (DNS-rebinding defence): another Host header gets 421; IP addresses always pass; empty = any")
 	fs.BoolVar(&c.webhooksAllowPrivate, "webhooks-allow-private", false, "let live-environment webhooks reach private, loopback and link-local addresses (SSRF guard off)")
 	if err := envFlags(fs); err != nil {
 		return err
@@ -100,7 +102,8 @@ func serve(args []string) error {
 		return err
 	}
 	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token,
-		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, SessionIdle: c.sessionIdle})
+		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, SessionIdle: c.sessionIdle,
+		AdminHosts: strings.Split(c.adminHost, ",")})
 	pub, err := listen(c.listen, c.tlsCert, c.tlsKey)
 	if err != nil {
 		_ = eng.Close()
