@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"code.dny.dev/ssrf"
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/eventd/eventd/engine/event"
@@ -1340,9 +1341,10 @@ func (k *keyActor) checkAlerts(now time.Time, ws []ratelimit.WindowStatus) {
 
 // WebhookAddrAllowed is the SSRF guard: may an endpoint reach addr? Live
 // endpoints reach public addresses only, unless allowPrivate; test
-// endpoints also reach loopback and private networks. Unspecified and
-// multicast addresses are never reachable, link-local (cloud metadata) only
-// with allowPrivate.
+// endpoints also reach loopback and private networks (RFC 1918, ULA, shared
+// 100.64/10). Unspecified, broadcast and multicast addresses are never
+// reachable; link-local (cloud metadata) and the other special-purpose ranges
+// (see publicAddr) only with allowPrivate.
 func WebhookAddrAllowed(addr netip.Addr, test, allowPrivate bool) bool {
 	addr = addr.Unmap()
 	if !addr.IsValid() || addr.IsUnspecified() || addr.IsMulticast() || addr.IsInterfaceLocalMulticast() {
@@ -1363,39 +1365,33 @@ func WebhookAddrAllowed(addr netip.Addr, test, allowPrivate bool) bool {
 	return false
 }
 
-var (
-	cgnat       = netip.MustParsePrefix("100.64.0.0/10")
-	nonPublicV4 = []netip.Prefix{
-		netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments
-		netip.MustParsePrefix("192.0.2.0/24"),  // documentation
-		netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
-		netip.MustParsePrefix("198.51.100.0/24"),
-		netip.MustParsePrefix("203.0.113.0/24"),
-		netip.MustParsePrefix("240.0.0.0/4"), // reserved
-	}
-	nonPublicV6 = []netip.Prefix{
-		netip.MustParsePrefix("64:ff9b::/96"),   // NAT64 could reach private IPv4
-		netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64
-		netip.MustParsePrefix("2001:db8::/32"),  // documentation
-		netip.MustParsePrefix("100::/64"),       // discard
-		netip.MustParsePrefix("2002::/16"),      // 6to4 may embed private IPv4
-	}
-)
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
+// publicAddr reports a globally reachable unicast address. The special
+// ranges come from code.dny.dev/ssrf, generated from the IANA special-purpose
+// registries: IPv4 private, shared, loopback, link-local, documentation,
+// benchmarking, 6to4-relay anycast, AS112, reserved and multicast ranges; for
+// IPv6 everything outside 2000::/3 (so ::/96 IPv4-compatible addresses such
+// as ::127.0.0.1, NAT64, ULA and link-local) plus the special ranges inside
+// it (2001::/23 with Teredo, 6to4 2002::/16, documentation).
 func publicAddr(a netip.Addr) bool {
-	if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || cgnat.Contains(a) {
+	if a.Is4() {
+		for _, p := range ssrf.IPv4DeniedPrefixes {
+			if p.Contains(a) {
+				return false
+			}
+		}
+		return true
+	}
+	if !ssrf.IPv6GlobalUnicast.Contains(a) {
 		return false
 	}
-	list := nonPublicV6
-	if a.Is4() {
-		list = nonPublicV4
-	}
-	for _, p := range list {
+	for _, p := range ssrf.IPv6DeniedPrefixes {
 		if p.Contains(a) {
 			return false
 		}
 	}
-	return a.IsGlobalUnicast()
+	return true
 }
 
 // errBlockedAddr refuses a connection to an address the SSRF guard forbids.

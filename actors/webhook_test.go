@@ -865,3 +865,63 @@ func TestMsgIDRoundTrip(t *testing.T) {
 		t.Fatalf("signature header %q", sig)
 	}
 }
+
+// TestWebhookAddrAllowedSpecialRanges: the IANA special-purpose ranges (from
+// code.dny.dev/ssrf) are not public, whatever form the address takes.
+func TestWebhookAddrAllowedSpecialRanges(t *testing.T) {
+	cases := []struct {
+		addr                 string
+		live, test, liveFlag bool
+	}{
+		{"::127.0.0.1", false, false, true},    // IPv4-compatible ::/96 (deprecated)
+		{"::10.0.0.1", false, false, true},     // same, private
+		{"::ffff:10.0.0.1", false, true, true}, // IPv4-mapped: judged as the IPv4 address
+		{"::ffff:93.184.216.34", true, true, true},
+		{"2001:0:4136:e378:8000:63bf:3fff:fdd2", false, false, true}, // Teredo
+		{"2001:2::1", false, false, true},                            // benchmarking, in 2001::/23
+		{"2002:7f00:1::1", false, false, true},                       // 6to4 embedding 127.0.0.1
+		{"2002:5db8:d822::1", false, false, true},                    // 6to4 of a public address: still refused
+		{"192.88.99.1", false, false, true},                          // 6to4 relay anycast
+		{"192.31.196.1", false, false, true},                         // AS112
+		{"192.52.193.1", false, false, true},                         // AMT
+		{"192.175.48.1", false, false, true},                         // AS112 direct delegation
+		{"3fff::1", false, false, true},                              // documentation (RFC 9637)
+		{"2620:4f:8000::1", false, false, true},                      // AS112 IPv6
+		{"fc00::1", false, true, true},                               // ULA: private
+		{"fd12:3456::1", false, true, true},
+		{"64:ff9b::7f00:1", false, false, true}, // NAT64 of 127.0.0.1
+		{"100::1", false, false, true},          // discard-only
+		{"ff02::1", false, false, false},        // multicast: never
+		{"0.1.2.3", false, false, false},        // "this network": never
+		{"8.8.8.8", true, true, true},
+		{"2a00:1450:4001:81c::200e", true, true, true},
+	}
+	for _, c := range cases {
+		a := netip.MustParseAddr(c.addr)
+		if got := WebhookAddrAllowed(a, false, false); got != c.live {
+			t.Errorf("%s live: %v, want %v", c.addr, got, c.live)
+		}
+		if got := WebhookAddrAllowed(a, true, false); got != c.test {
+			t.Errorf("%s test: %v, want %v", c.addr, got, c.test)
+		}
+		if got := WebhookAddrAllowed(a, false, true); got != c.liveFlag {
+			t.Errorf("%s live with --webhooks-allow-private: %v, want %v", c.addr, got, c.liveFlag)
+		}
+	}
+}
+
+// The dial-time check refuses the special ranges too, so a hostname that
+// resolves to one of them is refused at connection time.
+func TestWebhookClientRefusesSpecialRangesAtDial(t *testing.T) {
+	c := newWebhookClient(5*time.Second, func(a netip.Addr) bool { return WebhookAddrAllowed(a, false, false) })
+	for _, u := range []string{"http://[::127.0.0.1]:9/", "http://[2002:7f00:1::1]:9/", "http://192.88.99.1:9/", "http://[::ffff:127.0.0.1]:9/"} {
+		resp, err := c.Get(u)
+		if err == nil {
+			resp.Body.Close()
+			t.Fatalf("%s: connected", u)
+		}
+		if !errors.Is(err, errBlockedAddr) {
+			t.Errorf("%s: %v, want the SSRF guard's refusal", u, err)
+		}
+	}
+}

@@ -34,6 +34,9 @@ type Config struct {
 	WaitTimeout time.Duration
 	// WebhooksAllowPrivate lets live webhooks reach private and loopback addresses (SSRF guard off).
 	WebhooksAllowPrivate bool
+	// DataRoot is the service's data directory (--data), which holds DataDir;
+	// backups are refused inside it (and inside DataDir).
+	DataRoot string
 }
 
 // Engine is the running service core.

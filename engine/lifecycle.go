@@ -328,10 +328,11 @@ func (e *Engine) Export(projectID, env string, from, to int64, fn func(*storage.
 }
 
 // Backup writes a consistent online snapshot of the store to dir/pebble;
-// dir must not exist or be empty.
+// dir must not exist or be empty, and must not be inside the data directory
+// or on a pseudo-filesystem (checkBackupDir).
 func (e *Engine) Backup(dir string) error {
-	if dir == "" || !filepath.IsAbs(dir) {
-		return invalid("dir", "must be an absolute path on the server's machine")
+	if msg := checkBackupDir(dir, e.cfg.DataDir, e.cfg.DataRoot); msg != "" {
+		return invalid("dir", msg)
 	}
 	return e.db.Checkpoint(filepath.Join(dir, "pebble"))
 }

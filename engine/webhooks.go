@@ -189,8 +189,12 @@ func (e *Engine) checkWebhookURL(raw, env string) string {
 		return "must be an absolute http or https URL"
 	}
 	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	a, err := netip.ParseAddr(host)
+	if err != nil && numericHost(host) {
+		return "host must be a DNS name or an IP address in standard form (numeric forms such as 2130706433, 0x7f.1 or 0177.0.0.1 are refused)"
+	}
 	private := ""
-	if a, err := netip.ParseAddr(host); err == nil {
+	if err == nil {
 		if !actors.WebhookAddrAllowed(a, env == Test, e.cfg.WebhooksAllowPrivate) {
 			private = "x"
 		}
@@ -201,11 +205,29 @@ func (e *Engine) checkWebhookURL(raw, env string) string {
 	}
 	if private != "" {
 		if env == Test {
-			return "this address can never be reached (unspecified, multicast or link-local)"
+			return "this address can never be reached (unspecified, multicast, link-local or another special-purpose range)"
 		}
 		return "live webhooks may only reach public addresses (start eventd with --webhooks-allow-private to allow others)"
 	}
 	return ""
+}
+
+// numericHost reports a host name that URL parsers and resolvers disagree
+// on: one whose last label is a number (decimal, 0x hex or octal), which the
+// WHATWG URL standard, curl and getaddrinfo read as an IPv4 address in a
+// legacy form (2130706433, 0x7f.1, 0177.0.0.1, 127.1 are all 127.0.0.1). No
+// real top-level domain is numeric, so refusing them costs nothing and keeps
+// the guard's view of the host the same as the dialer's.
+func numericHost(host string) bool {
+	last := host[strings.LastIndexByte(host, '.')+1:]
+	if last == "" {
+		return false
+	}
+	if h, ok := strings.CutPrefix(last, "0x"); ok {
+		last = strings.TrimLeft(h, "0123456789abcdef")
+		return last == ""
+	}
+	return strings.Trim(last, "0123456789") == ""
 }
 
 // normaliseKinds keeps the documented order and drops repeats.

@@ -87,10 +87,15 @@ func (s *Server) adminAuth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 			h(ctx)
 			return
 		}
-		if len(s.adminToken) == 0 || subtle.ConstantTimeCompare(tok, s.adminToken) != 1 {
-			writeError(ctx, newError(fasthttp.StatusUnauthorized, codeUnauthorized, "Invalid or missing admin token"))
+		if d := s.authLocked(ctx); d > 0 {
+			s.writeAuthThrottled(ctx, d, nil)
 			return
 		}
+		if len(s.adminToken) == 0 || subtle.ConstantTimeCompare(tok, s.adminToken) != 1 {
+			s.refuseAdminToken(ctx) // 401, or 429 when this failure starts a lockout
+			return
+		}
+		s.authSucceeded(ctx)
 		h(ctx)
 	}
 }
@@ -189,7 +194,7 @@ func (s *Server) adminCreateKey(ctx *fasthttp.RequestCtx) {
 		s.writeAdminError(ctx, err, "Project")
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusCreated, k)
+	writeSecretJSON(ctx, fasthttp.StatusCreated, k)
 }
 
 func (s *Server) adminListKeys(ctx *fasthttp.RequestCtx) {

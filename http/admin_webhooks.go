@@ -22,7 +22,7 @@ func (s *Server) adminCreateWebhook(ctx *fasthttp.RequestCtx) {
 		s.writeAdminError(ctx, err, "Project")
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusCreated, w)
+	writeSecretJSON(ctx, fasthttp.StatusCreated, w)
 }
 
 func (s *Server) adminListWebhooks(ctx *fasthttp.RequestCtx) {
@@ -77,7 +77,7 @@ func (s *Server) adminRotateWebhookSecret(ctx *fasthttp.RequestCtx) {
 		s.writeAdminError(ctx, err, "Webhook")
 		return
 	}
-	writeJSON(ctx, fasthttp.StatusOK, r)
+	writeSecretJSON(ctx, fasthttp.StatusOK, r)
 }
 
 // adminTestWebhook answers 200 with the attempt when it finished in time,

@@ -155,10 +155,20 @@ func redirect(ctx *fasthttp.RequestCtx, to string) {
 	ctx.SetStatusCode(fasthttp.StatusSeeOther)
 }
 
-// validBearer reports a correct admin token in the Authorization header.
+// validBearer reports a correct admin token in the Authorization header. It
+// is an admin-token attempt like any other: counted by the throttle, and
+// false for everybody while the client is locked out.
 func (s *Server) validBearer(ctx *fasthttp.RequestCtx) bool {
 	tok := bearerToken(ctx)
-	return len(tok) > 0 && len(s.adminToken) > 0 && subtle.ConstantTimeCompare(tok, s.adminToken) == 1
+	if len(tok) == 0 || s.authLocked(ctx) > 0 {
+		return false
+	}
+	if len(s.adminToken) == 0 || subtle.ConstantTimeCompare(tok, s.adminToken) != 1 {
+		s.authFailed(ctx)
+		return false
+	}
+	s.authSucceeded(ctx)
+	return true
 }
 
 // handleDashboard serves the application page to a live session (or the
@@ -179,6 +189,7 @@ const (
 	msgExpired      = `<p class="login-message" id="login-message" role="status">Your session ended. Sign in again to continue.</p>`
 	msgLoggedOut    = `<p class="login-message" id="login-message" role="status">You are signed out.</p>`
 	msgCrossOrigin  = `<p class="login-message error" id="login-message" role="alert">Sign-in refused: the form was sent from another site.</p>`
+	msgThrottled    = `<p class="login-message error" id="login-message" role="alert">Too many wrong tokens from your address. Wait a moment, then try again.</p>`
 	maxLoginBodyLen = 4096
 )
 
@@ -222,6 +233,10 @@ func (s *Server) handleLogin(ctx *fasthttp.RequestCtx) {
 		fail(fasthttp.StatusForbidden, newError(fasthttp.StatusForbidden, codeForbidden, "Cross-origin request refused"), msgCrossOrigin)
 		return
 	}
+	if d := s.authLocked(ctx); d > 0 { // before the body is read
+		s.loginThrottled(ctx, d, asJSON)
+		return
+	}
 	if ctx.Request.Header.ContentLength() > maxLoginBodyLen {
 		fail(fasthttp.StatusRequestEntityTooLarge, newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Login body too large"), msgWrongToken)
 		return
@@ -244,9 +259,14 @@ func (s *Server) handleLogin(ctx *fasthttp.RequestCtx) {
 	token = strings.TrimSpace(token) // pasted tokens often carry a newline
 	if len(s.adminToken) == 0 || subtle.ConstantTimeCompare([]byte(token), s.adminToken) != 1 {
 		s.log.Warn("dashboard login refused", "remote", ctx.RemoteIP().String())
+		if d := s.authFailed(ctx); d > 0 {
+			s.loginThrottled(ctx, d, asJSON)
+			return
+		}
 		fail(fasthttp.StatusUnauthorized, newError(fasthttp.StatusUnauthorized, codeUnauthorized, "Invalid or missing admin token"), msgWrongToken)
 		return
 	}
+	s.authSucceeded(ctx)
 	// A fresh id at every login (no session fixation); this browser's previous session ends.
 	if old := s.requestSession(ctx, false); old != nil {
 		s.dash.sessions.remove(old)

@@ -107,6 +107,14 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.SetBody(b)
 }
 
+// writeSecretJSON is writeJSON for an answer that carries a secret shown
+// once (a new API key, a webhook signing secret): no cache, shared or
+// private, may keep it (RFC 9111 no-store).
+func writeSecretJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	writeJSON(ctx, status, v)
+}
+
 // writeRaw sends an already encoded JSON body.
 func writeRaw(ctx *fasthttp.RequestCtx, status int, body []byte) {
 	ctx.SetStatusCode(status)

@@ -39,6 +39,9 @@ type Config struct {
 	StreamQueue int
 	// SessionIdle ends a dashboard session after this long without a request; zero means DefaultSessionIdle.
 	SessionIdle time.Duration
+	// AdminHosts, if not empty, are the host names the admin listener answers
+	// for (--admin-host); other Host headers get 421 (IP literals always pass).
+	AdminHosts []string
 }
 
 // Server holds the public and the admin fasthttp servers.
@@ -64,6 +67,9 @@ type Server struct {
 	streamQueue int
 
 	dash *dashboard
+
+	auth       *authGuard // failed admin-token attempts (authguard.go)
+	adminHosts []string   // --admin-host, normalised
 }
 
 // New builds both servers; call Serve with listeners to start them.
@@ -99,9 +105,11 @@ func New(cfg Config) *Server {
 	s.inflight = s.metrics.Gauge("eventd_http_inflight_requests", "HTTP requests being served.", "")
 	s.panics = s.metrics.Counter("eventd_http_panics_total", "Handler panics recovered.", "")
 	s.dash = newDashboard(cfg.SessionIdle)
+	s.auth = newAuthGuard(s.metrics)
+	s.adminHosts = parseAdminHosts(cfg.AdminHosts)
 	s.publicRouter, s.adminRouter = s.publicRoutes(), s.adminRoutes()
 	s.public = s.newServer("eventd-public", s.publicRouter.Handler)
-	s.admin = s.newServer("eventd-admin", s.adminRouter.Handler)
+	s.admin = s.newServer("eventd-admin", s.adminHostGuard(s.adminRouter.Handler))
 	// Imports of any size arrive as a stream instead of being refused at 5
 	// MiB; imports and exports may take much longer than a request should.
 	s.admin.StreamRequestBody = true

@@ -101,6 +101,8 @@ func TestAdminAuth(t *testing.T) {
 			}
 			r := Do(t, rt.method, s.Admin+rt.path, "", `{"name":"x"}`, headers...)
 			wantError(t, r, 401, "unauthorized", "")
+			// A success resets the failed-attempt throttle (6th failure: 429).
+			wantStatus(t, s.AdminDo(t, "GET", "/admin/v1/projects", nil), 200)
 		}
 	}
 	// The token in the query string is not accepted on the admin API.

@@ -214,14 +214,14 @@ func TestEnvironmentVariables(t *testing.T) {
 		"EVENTD_DATA=" + dir,
 		"EVENTD_LISTEN=127.0.0.1:0",
 		"EVENTD_ADMIN_LISTEN=127.0.0.1:0",
-		"EVENTD_ADMIN_TOKEN=adm_from_env_0123456789",
+		"EVENTD_ADMIN_TOKEN=adm_from_env_01234567890",
 		"EVENTD_SHARDS=3",
 		"EVENTD_LOG_FORMAT=json",
 	}
 
 	t.Run("env only", func(t *testing.T) {
 		s := startRaw(t, dir, env)
-		s.Token = "adm_from_env_0123456789"
+		s.Token = "adm_from_env_01234567890"
 		r := s.AdminDo(t, "GET", "/admin/v1/projects", nil)
 		wantStatus(t, r, 200)
 		if _, err := os.Stat(filepath.Join(dir, "pebble")); err != nil {
@@ -269,7 +269,7 @@ func TestEnvironmentVariables(t *testing.T) {
 		}
 		s.Token = "adm_from_flag_0123456789"
 		wantStatus(t, s.AdminDo(t, "GET", "/admin/v1/projects", nil), 200)
-		wantError(t, Do(t, "GET", s.Admin+"/admin/v1/projects", "adm_from_env_0123456789", nil), 401, "unauthorized", "")
+		wantError(t, Do(t, "GET", s.Admin+"/admin/v1/projects", "adm_from_env_01234567890", nil), 401, "unauthorized", "")
 		stopOK(t, s)
 	})
 

@@ -25,7 +25,9 @@ func importCmd(args []string, w io.Writer) error {
 	project := fs.String("project", "", "project id")
 	env := fs.String("env", "live", "environment: live or test")
 	quiet := fs.Bool("quiet", false, "no progress line")
-	envFlags(fs)
+	if err := envFlags(fs); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -133,7 +135,9 @@ func exportCmd(args []string, w io.Writer) error {
 	from := fs.String("from", "", "first timestamp or date (inclusive)")
 	to := fs.String("to", "", "last timestamp or date (inclusive)")
 	out := fs.String("o", "", "output file (default stdout)")
-	envFlags(fs)
+	if err := envFlags(fs); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -182,7 +186,9 @@ func exportCmd(args []string, w io.Writer) error {
 func backupCmd(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
 	client := adminFlags(fs)
-	envFlags(fs)
+	if err := envFlags(fs); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -209,7 +215,9 @@ func restoreCmd(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	data := fs.String("data", "./data", "data directory of the (stopped) server to restore into")
 	force := fs.Bool("force", false, "move an existing store aside (to pebble.before-restore-<time>) instead of refusing")
-	envFlags(fs)
+	if err := envFlags(fs); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

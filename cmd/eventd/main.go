@@ -3,6 +3,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 )
@@ -49,7 +51,14 @@ func main() {
 		fmt.Fprintf(os.Stderr, "eventd: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		// -h: the flag set printed the help; asking for it is no failure.
+	case errors.As(err, new(usageError)):
+		fmt.Fprintln(os.Stderr, "eventd:", err)
+		os.Exit(2)
+	default:
 		fmt.Fprintln(os.Stderr, "eventd:", err)
 		os.Exit(1)
 	}

@@ -32,6 +32,7 @@ type serveConfig struct {
 	sessionIdle                                                                 time.Duration
 	fsyncDelay                                                                  time.Duration
 	webhooksAllowPrivate                                                        bool
+	adminHost                                                                   string
 }
 
 func serve(args []string) error {
@@ -51,6 +52,7 @@ func serve(args []string) error {
 	fs.DurationVar(&c.streamPong, "stream-pong", eventdhttp.DefaultStreamPong, "close a /stream connection after this long without a pong")
 	fs.DurationVar(&c.sessionIdle, "session-idle", eventdhttp.DefaultSessionIdle, "end a dashboard session after this long without a request")
 	fs.DurationVar(&c.fsyncDelay, "fsync-delay", 0, "benchmarks only: add this delay to every fsync, to emulate a slower disk")
+	fs.StringVar(&c.adminHost, "admin-host", "", "comma-separated host names the admin listener answers for (DNS-rebinding defence): another Host header gets 421; IP addresses always pass; empty = any")
 	fs.BoolVar(&c.webhooksAllowPrivate, "webhooks-allow-private", false, "let live-environment webhooks reach private, loopback and link-local addresses (SSRF guard off)")
 	var conns connConfig
 	conns.register(fs)
@@ -58,11 +60,14 @@ func serve(args []string) error {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	log, err := newLogger(os.Stderr, c.logFormat, c.logLevel)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	conns.setup(log)
 	// Catch SIGTERM/SIGINT from the start: one that arrives while the store
@@ -72,7 +77,7 @@ func serve(args []string) error {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	if (c.tlsCert == "") != (c.tlsKey == "") {
-		return errors.New("--tls-cert and --tls-key go together")
+		return usageError{errors.New("--tls-cert and --tls-key go together")}
 	}
 	if err := os.MkdirAll(c.data, 0o700); err != nil {
 		return err
@@ -81,8 +86,12 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkAdminToken(token, c.adminToken != ""); err != nil {
+		return err
+	}
 	ecfg := engine.Config{DataDir: filepath.Join(c.data, "pebble"), Shards: c.shards, Logger: log,
 		WebhooksAllowPrivate: c.webhooksAllowPrivate}
+	ecfg.DataRoot = c.data
 	if c.fsyncDelay > 0 {
 		ecfg.FS = vfsdelay.New(vfs.Default, c.fsyncDelay)
 	}
@@ -96,7 +105,8 @@ func serve(args []string) error {
 		return err
 	}
 	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token,
-		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, SessionIdle: c.sessionIdle})
+		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, SessionIdle: c.sessionIdle,
+		AdminHosts: strings.Split(c.adminHost, ",")})
 	pub, err := listen(c.listen, c.tlsCert, c.tlsKey, conns.guard("public", log, eng.Metrics()))
 	if err != nil {
 		_ = eng.Close()
@@ -175,6 +185,25 @@ func adminToken(dataDir, configured string) (token string, fresh bool, err error
 		return "", false, err
 	}
 	return token, true, nil
+}
+
+// minAdminTokenLen is the shortest admin token serve accepts: with the
+// failed-attempt throttle, 24 characters of even a small alphabet are far out
+// of reach of guessing. Generated tokens have 40 random characters.
+const minAdminTokenLen = 24
+
+// checkAdminToken refuses a short admin token (exit status 2); the message
+// says where the token came from, never the token.
+func checkAdminToken(token string, configured bool) error {
+	if len(token) >= minAdminTokenLen {
+		return nil
+	}
+	from := "the admin token in <data>/admin_token"
+	if configured {
+		from = "--admin-token (or EVENTD_ADMIN_TOKEN)"
+	}
+	return usageError{fmt.Errorf("%s is %d characters long; the admin token must be at least %d characters (leave it unset to have one generated)",
+		from, len(token), minAdminTokenLen)}
 }
 
 func printBootstrap(w io.Writer, b *engine.Bootstrap, token string, freshToken bool, publicURL, adminURL string) {

@@ -72,6 +72,12 @@ func checkAccepted(t *testing.T, in Input, raw []byte) {
 	if dup, err := dupKeys(in.Properties); dup || err != nil {
 		t.Fatalf("properties with duplicate keys (%v): %q", err, in.Properties)
 	}
+	// Every number must be a finite float64 (1e999 is refused): encoding/json
+	// fails on a number out of float64 range.
+	var anyProps any
+	if err := json.Unmarshal(in.Properties, &anyProps); err != nil {
+		t.Fatalf("properties a float64 reader cannot read (%v): %q", err, in.Properties)
+	}
 	if len(in.Properties) > MaxPropertiesSize {
 		t.Fatalf("properties too large: %d", len(in.Properties))
 	}

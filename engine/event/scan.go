@@ -88,6 +88,7 @@ const (
 	errClose
 	errMalformed
 	errTrailing
+	errRange
 )
 
 var syntaxMessages = [...]string{
@@ -109,6 +110,7 @@ var syntaxMessages = [...]string{
 	errClose:        "expected ',' or a closing bracket",
 	errMalformed:    "malformed object",
 	errTrailing:     "unexpected data after the JSON value",
+	errRange:        "number is not a finite float64 value",
 }
 
 func (d *decoder) fail(pos int, code int) bool {
@@ -121,6 +123,10 @@ func (d *decoder) fail(pos int, code int) bool {
 // syntaxMessage renders the fatal error for details.body.
 func (d *decoder) syntaxMessage() string {
 	msg := syntaxMessages[d.errCode]
+	if d.errCode == errRange {
+		// Valid JSON text, but not a value eventd can store.
+		return "number at byte " + strconv.Itoa(d.errPos) + " " + msg[len("number "):]
+	}
 	if d.errCode == errChar {
 		msg += strconv.QuoteRune(rune(d.errByte))
 	}
@@ -207,19 +213,28 @@ func (d *decoder) lit(s string) bool {
 }
 
 // number follows the RFC 8259 grammar exactly: no leading zeros, no '+',
-// no bare '.', an exponent needs digits.
+// no bare '.', an exponent needs digits. The value must also be a finite
+// float64: 1e999 is refused like NaN, because every reader of the stored
+// event (the Go client, JavaScript, the analytics sums) would see infinity or
+// fail. The range check costs nothing for ordinary numbers: only a number
+// whose integer digits plus exponent exceed 308 can overflow, and only that
+// rare one is parsed.
 func (d *decoder) number() bool {
 	data, i := d.data, d.pos
+	start := i
 	if i < len(data) && data[i] == '-' {
 		i++
 	}
+	intDigits := 0 // digits before the point, 0 for a leading "0"
 	switch {
 	case i < len(data) && data[i] == '0':
 		i++
 	case i < len(data) && data[i] >= '1' && data[i] <= '9':
+		s := i
 		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
 			i++
 		}
+		intDigits = i - s
 	default:
 		return d.fail(i, errNumber)
 	}
@@ -233,21 +248,40 @@ func (d *decoder) number() bool {
 			return d.fail(i, errNumber)
 		}
 	}
+	exp := 0 // a positive exponent, saturated well above the float64 range
 	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
 		i++
+		neg := false
 		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			neg = data[i] == '-'
 			i++
 		}
 		s := i
 		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			if !neg && exp < 1<<20 {
+				exp = exp*10 + int(data[i]-'0')
+			}
 			i++
 		}
 		if i == s {
 			return d.fail(i, errNumber)
 		}
 	}
+	// |value| < 10^(intDigits+exp) (10^exp for a leading "0"), and
+	// 10^308 < MaxFloat64: below that bound nothing can overflow. A negative
+	// exponent only shrinks the value, and underflow to 0 is finite.
+	if intDigits+exp > 308 && !finiteFloat(data[start:i]) {
+		return d.fail(start, errRange)
+	}
 	d.pos = i
 	return true
+}
+
+// finiteFloat reports whether a syntactically valid JSON number rounds to a
+// finite float64. It is off the hot path (see number) and may allocate.
+func finiteFloat(num []byte) bool {
+	_, err := strconv.ParseFloat(string(num), 64)
+	return err == nil
 }
 
 func hex4(data []byte, i int) (rune, bool) {
