@@ -16,6 +16,7 @@ import (
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/engine/ratelimit"
 	"github.com/eventd/eventd/storage"
+	"github.com/eventd/eventd/storage/diskspace"
 )
 
 // Config configures an Engine.
@@ -34,6 +35,11 @@ type Config struct {
 	WaitTimeout time.Duration
 	// WebhooksAllowPrivate lets live webhooks reach private and loopback addresses (SSRF guard off).
 	WebhooksAllowPrivate bool
+	// Disk refuses writes while the data volume is short of space (nil: never).
+	Disk *diskspace.Guard
+	// OnStorageFatal is called once when the store fails beyond repair (see
+	// storage.FatalError); it must end the process. nil exits with status 3.
+	OnStorageFatal func(error)
 }
 
 // Engine is the running service core.
@@ -97,7 +103,7 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = 10 * time.Second
 	}
-	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger})
+	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal})
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +143,7 @@ func Open(cfg Config) (*Engine, error) {
 	e.shards = actors.NewShards(e.system, db, e.ids, cfg.Shards, e.bcast, e.metrics, cfg.Logger)
 	e.shards.SetWebhooks(e.hooks.wh)
 	e.keys = actors.NewKeys(e.system, db, e.shards, cfg.Logger, cfg.KeyIdle)
+	e.startDisk()
 	e.metrics.GaugeFunc("eventd_key_actors", "Live key actors.", "", func() float64 { return float64(e.keys.Len()) })
 	if err := e.loadJobs(); err != nil {
 		e.log.Error("load jobs", "err", err)
@@ -246,7 +253,7 @@ func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, 
 			if errors.Is(rep.Err, actors.ErrStopped) {
 				return nil, ErrOverloaded
 			}
-			return nil, rep.Err
+			return nil, storageError(rep.Err)
 		}
 		return rep, nil
 	case <-timer.C:

@@ -32,6 +32,7 @@ type serveConfig struct {
 	sessionIdle                                                                 time.Duration
 	fsyncDelay                                                                  time.Duration
 	webhooksAllowPrivate                                                        bool
+	disk                                                                        diskConfig // disk.go
 }
 
 func serve(args []string) error {
@@ -52,6 +53,7 @@ func serve(args []string) error {
 	fs.DurationVar(&c.sessionIdle, "session-idle", eventdhttp.DefaultSessionIdle, "end a dashboard session after this long without a request")
 	fs.DurationVar(&c.fsyncDelay, "fsync-delay", 0, "benchmarks only: add this delay to every fsync, to emulate a slower disk")
 	fs.BoolVar(&c.webhooksAllowPrivate, "webhooks-allow-private", false, "let live-environment webhooks reach private, loopback and link-local addresses (SSRF guard off)")
+	c.disk.register(fs)
 	if err := envFlags(fs); err != nil {
 		return err
 	}
@@ -83,6 +85,7 @@ func serve(args []string) error {
 	if c.fsyncDelay > 0 {
 		ecfg.FS = vfsdelay.New(vfs.Default, c.fsyncDelay)
 	}
+	ecfg.Disk, ecfg.OnStorageFatal = c.disk.setup(c.data, log), storageFatal(log)
 	eng, err := engine.Open(ecfg)
 	if err != nil {
 		return err

@@ -1,0 +1,31 @@
+package http
+
+import (
+	"errors"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/eventd/eventd/engine"
+)
+
+// The answer of every write route while the data volume is short of space
+// (contract section 11): the client should retry later, the data it has is
+// not the problem.
+const (
+	codeInsufficientStorage = "insufficient_storage"
+	msgInsufficientStorage  = "Not enough free disk space to store events"
+	retryAfterDisk          = "30"
+)
+
+// healthDegradedDisk is /healthz while writes are refused: still 200, since
+// the process serves reads and should not be restarted for it.
+var healthDegradedDisk = []byte(`{"status":"degraded","reason":"disk"}`)
+
+// writeInsufficientStorage answers 507 with Retry-After: 30.
+func writeInsufficientStorage(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.Set("Retry-After", retryAfterDisk)
+	writeError(ctx, newError(fasthttp.StatusInsufficientStorage, codeInsufficientStorage, msgInsufficientStorage))
+}
+
+// isInsufficientStorage reports the engine's refusal for lack of space.
+func isInsufficientStorage(err error) bool { return errors.Is(err, engine.ErrInsufficientStorage) }
