@@ -42,7 +42,7 @@ func (e *Engine) startDisk() {
 // writeGate is the check every write passes after its rate limit: one
 // atomic load while all is well.
 func (e *Engine) writeGate() error {
-	if e.cfg.Disk.Refusing() {
+	if e.cfg.Disk.Refusing() || e.cfg.ReadOnly {
 		return ErrInsufficientStorage
 	}
 	if err := e.db.Failed(); err != nil {
@@ -57,7 +57,7 @@ func (e *Engine) writeGate() error {
 // DiskRefusing reports whether writes are refused for lack of space, for
 // /healthz ("degraded") and the gauge.
 func (e *Engine) DiskRefusing() bool {
-	return e.cfg.Disk.Refusing() || storage.NoSpace(e.db.Failed())
+	return e.cfg.Disk.Refusing() || e.cfg.ReadOnly || storage.NoSpace(e.db.Failed())
 }
 
 // checkDisk reads the volume now, before a large job (an import), and

@@ -37,6 +37,10 @@ type Config struct {
 	WebhooksAllowPrivate bool
 	// Disk refuses writes while the data volume is short of space (nil: never).
 	Disk *diskspace.Guard
+	// ReadOnly opens the store without writing anything: a start on a volume
+	// too full for Pebble to open (it writes a manifest and flushes its WAL);
+	// every write is refused as for a short disk (disk.go).
+	ReadOnly bool
 	// OnStorageFatal is called once when the store fails beyond repair (see
 	// storage.FatalError); it must end the process. nil exits with status 3.
 	OnStorageFatal func(error)
@@ -103,7 +107,7 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = 10 * time.Second
 	}
-	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal})
+	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +171,9 @@ func (e *Engine) background() {
 		case <-e.stop:
 			return
 		case <-persist.C:
+			if e.cfg.ReadOnly {
+				continue
+			}
 			// Windows are written without fsync; syncing the WAL here makes
 			// the previous tick's writes durable, so counts survive a crash
 			// within 10 s, as the contract asks, at one fsync per 5 s.

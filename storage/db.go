@@ -35,8 +35,9 @@ const DefaultCacheSize = 256 << 20
 
 // DB is eventd's store.
 type DB struct {
-	db    *pebble.DB
-	fatal *fatalState
+	db       *pebble.DB
+	fatal    *fatalState
+	readOnly bool
 }
 
 // ErrNotFound is returned by lookups of missing records.
@@ -77,7 +78,7 @@ func Open(dir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	return &DB{db: db, fatal: fatal}, nil
+	return &DB{db: db, fatal: fatal, readOnly: o.ReadOnly}, nil
 }
 
 // Close flushes and closes the store.
@@ -88,6 +89,9 @@ func (d *DB) Pebble() *pebble.DB { return d.db }
 
 // Flush makes the WAL durable: used at shutdown and after non-synced writes.
 func (d *DB) Flush() error {
+	if d.readOnly {
+		return nil // nothing was written
+	}
 	return d.apply(func() error { return d.db.LogData(nil, pebble.Sync) })
 }
 
@@ -136,6 +140,9 @@ func (d *DB) ScanConfig(kind string, fn func(id string, value []byte) error) err
 // the next synced commit (at most a moment later) or Flush makes it durable,
 // and losing a few seconds of counts after a crash is acceptable.
 func (d *DB) PutWindows(keyID string, state []byte) error {
+	if d.readOnly {
+		return nil // a store opened read-only (full disk) keeps the counts in memory only
+	}
 	return d.apply(func() error { return d.db.Set(windowsKey(keyID), state, pebble.NoSync) })
 }
 

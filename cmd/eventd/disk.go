@@ -2,11 +2,15 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
+	"github.com/eventd/eventd/engine"
 	"github.com/eventd/eventd/storage"
 	"github.com/eventd/eventd/storage/diskspace"
 )
@@ -99,4 +103,78 @@ func storageFatal(log *slog.Logger) func(error) {
 			"err", err, "no_space", storage.NoSpace(err), "exit_code", storage.ExitFatal)
 		os.Exit(storage.ExitFatal)
 	}
+}
+
+// openRoom is the free space Pebble needs to open read-write: it rewrites
+// its manifest, flushes the WALs it replays into sstables and starts a new
+// WAL and OPTIONS file. Below it Pebble's open fails (MANIFEST write) or
+// spins (it retries the WAL flush at once, forever), so eventd opens the
+// store read-only instead.
+func openRoom(pebbleDir string) uint64 {
+	const slack = 4 << 20
+	need := uint64(slack)
+	entries, err := os.ReadDir(pebbleDir)
+	if err != nil {
+		return need
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if filepath.Ext(name) != ".log" && !strings.HasPrefix(name, "MANIFEST-") {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			need += uint64(fi.Size())
+		}
+	}
+	return need
+}
+
+// readOnlyStart reports whether the store must open read-only: free space
+// is under what opening read-write takes.
+func readOnlyStart(g *diskspace.Guard, pebbleDir string, log *slog.Logger) bool {
+	need := openRoom(pebbleDir)
+	if !g.Refusing() || g.Free() >= need {
+		return false
+	}
+	log.Warn("too little free space to open the store for writing: serving reads only; eventd restarts itself for writing once there is room (delete <data>/ballast to make some)",
+		"component", "disk", "free_bytes", g.Free(), "needed_bytes", need)
+	return true
+}
+
+// reopenWhenRoom is closed once a read-only start (see readOnlyStart) may
+// open the store for writing: free space is back over --min-free-disk and
+// over what the open takes. nil when the store is writable (a nil channel
+// never fires). It stops looking when a signal is pending.
+func reopenWhenRoom(cfg engine.Config, sig <-chan os.Signal) <-chan struct{} {
+	if !cfg.ReadOnly || cfg.Disk == nil {
+		return nil
+	}
+	ch := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for range t.C {
+			if len(sig) > 0 {
+				return
+			}
+			// The engine's guard re-reads the volume every second.
+			if !cfg.Disk.Refusing() && cfg.Disk.Free() >= openRoom(cfg.DataDir) {
+				close(ch)
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// reexec replaces the process with a fresh eventd with the same arguments
+// and environment (same pid, so a supervisor sees no exit): the simplest
+// correct way from a read-only store to a writable one, since everything
+// above the store holds it. Listeners and the store are closed by then.
+func reexec() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("restart for writing: %w", err)
+	}
+	return fmt.Errorf("restart for writing: %w", syscall.Exec(exe, os.Args, os.Environ()))
 }
