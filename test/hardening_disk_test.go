@@ -144,6 +144,20 @@ func TestHardeningDiskFull(t *testing.T) {
 	event := map[string]any{"event": "signup", "visitor_id": "v1", "properties": map[string]any{"plan": "pro"}}
 	post := func() *Response { return Do(t, "POST", s.Public+"/events", key, event) }
 
+	// Rate limit first, then 507, which counts in no window (docs/decisions.md):
+	// tight has 5 an hour, 2 used; spent has 1 an hour, used.
+	tight := s.Key(t, s.Project(t, "tight", "", map[string]int64{"minute": 100, "hour": 5, "day": 1000}), "secret", "live")
+	spent := s.Key(t, s.Project(t, "spent", "", map[string]int64{"minute": 100, "hour": 1, "day": 1000}), "secret", "live")
+	for _, k := range []string{tight, tight, spent} {
+		wantStatus(t, Do(t, "POST", s.Public+"/events", k, event), 201)
+	}
+	hourRemaining := func(k string) float64 {
+		t.Helper()
+		r := Do(t, "GET", s.Public+"/rate-limit", k, nil) // counts in no bucket
+		wantStatus(t, r, 200)
+		return jobj(t, r.JSON(t), "limits", "hour")["remaining"].(float64)
+	}
+
 	var ids []string
 	for range 20 {
 		r := post()
@@ -177,6 +191,13 @@ func TestHardeningDiskFull(t *testing.T) {
 	wantInsufficientStorage(t, Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": []any{event}}))
 	imp := s.AdminDo(t, "POST", "/admin/v1/projects/"+project+"/import", `{"event":"imported"}`+"\n")
 	wantInsufficientStorage(t, imp)
+	for range 5 {
+		wantInsufficientStorage(t, Do(t, "POST", s.Public+"/events", tight, event))
+	}
+	if got := hourRemaining(tight); got != 3 {
+		t.Errorf("hour remaining %v after five 507s, want 3: a refused write must not count", got)
+	}
+	wantError(t, Do(t, "POST", s.Public+"/events", spent, event), 429, "rate_limit_exceeded", "")
 	readAll()
 	if r := Do(t, "GET", s.Public+"/events?limit=100", key, nil); r.Status != 200 {
 		t.Fatalf("GET /events on a short disk: %d %s", r.Status, r.Body)
