@@ -235,6 +235,7 @@ func (e *Engine) Authenticate(key []byte) *Principal {
 }
 
 // Submit sends a request to the key actor of p and waits for its answer.
+// On ErrInsufficientStorage the reply is returned too, with its windows.
 // write may be nil (admission only). It deliberately ignores client
 // disconnects and server shutdown: once sent, a write is committed, and the
 // request finishes with its true outcome; only the deadline ends the wait.
@@ -260,7 +261,9 @@ func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, 
 			if errors.Is(rep.Err, actors.ErrStopped) {
 				return nil, ErrOverloaded
 			}
-			return nil, storageError(rep.Err)
+			// The reply goes along: a write refused for space after its
+			// rate-limit check still carries the windows for the headers.
+			return rep, storageError(rep.Err)
 		}
 		return rep, nil
 	case <-timer.C:

@@ -2,9 +2,11 @@ package http
 
 import (
 	"errors"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine"
 )
 
@@ -29,3 +31,12 @@ func writeInsufficientStorage(ctx *fasthttp.RequestCtx) {
 
 // isInsufficientStorage reports the engine's refusal for lack of space.
 func isInsufficientStorage(err error) bool { return errors.Is(err, engine.ErrInsufficientStorage) }
+
+// writeSubmitError answers a failed write; a write refused for space was
+// checked against the rate limit first, so its answer carries the headers.
+func (s *Server) writeSubmitError(ctx *fasthttp.RequestCtx, rep *actors.Reply, err error) {
+	if rep != nil && len(rep.Windows) > 0 {
+		setRateHeaders(ctx, rep.Windows, time.Now())
+	}
+	s.writeEngineError(ctx, err)
+}

@@ -192,7 +192,12 @@ func TestHardeningDiskFull(t *testing.T) {
 	imp := s.AdminDo(t, "POST", "/admin/v1/projects/"+project+"/import", `{"event":"imported"}`+"\n")
 	wantInsufficientStorage(t, imp)
 	for range 5 {
-		wantInsufficientStorage(t, Do(t, "POST", s.Public+"/events", tight, event))
+		r := Do(t, "POST", s.Public+"/events", tight, event)
+		wantInsufficientStorage(t, r)
+		// Checked against the rate limit first, so the headers are there (and unchanged).
+		if l, rem := r.Header.Get("X-RateLimit-Limit"), r.Header.Get("X-RateLimit-Remaining"); l == "" || rem == "" {
+			t.Errorf("507 without rate-limit headers: %v", r.Header)
+		}
 	}
 	if got := hourRemaining(tight); got != 3 {
 		t.Errorf("hour remaining %v after five 507s, want 3: a refused write must not count", got)
