@@ -81,8 +81,11 @@ func (s *fatalState) fail(fe *FatalError) *FatalError {
 
 // recoverFatal, deferred by every method that writes to Pebble, turns the
 // fatal panic into the method's error. Once the store failed, any panic is
-// a consequence (Pebble panics on the next write to a broken WAL) and
-// becomes the fatal error too; other panics go on.
+// a consequence and becomes the fatal error too. Pebble also panics with
+// the error itself when a commit finds its WAL writer broken (db.go:
+// commitWrite), which can happen in a second committer before the first
+// one reached Fatalf: such an error is a fatal failure of its own. Other
+// panics (programming errors) go on.
 func (s *fatalState) recoverFatal(err *error) {
 	r := recover()
 	if r == nil {
@@ -90,6 +93,10 @@ func (s *fatalState) recoverFatal(err *error) {
 	}
 	if fe := s.err.Load(); fe != nil {
 		*err = fe
+		return
+	}
+	if e, ok := r.(error); ok {
+		*err = s.fail(&FatalError{Msg: e.Error(), cause: e})
 		return
 	}
 	panic(r)

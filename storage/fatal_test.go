@@ -122,3 +122,30 @@ func TestNoSpace(t *testing.T) {
 		}
 	}
 }
+
+// A commit that finds Pebble's WAL writer broken panics with the error
+// itself; that too becomes the fatal error, not a crash.
+func TestRecoverFatalErrorPanic(t *testing.T) {
+	fatal := make(chan error, 1)
+	s := &fatalState{onFatal: func(err error) { fatal <- err }}
+	cause := &os.PathError{Op: "write", Path: "000002.log", Err: syscall.ENOSPC}
+	err := func() (err error) {
+		defer s.recoverFatal(&err)
+		panic(cause)
+	}()
+	if !errors.Is(err, syscall.ENOSPC) || s.failed() == nil {
+		t.Fatalf("err %v, failed %v", err, s.failed())
+	}
+	<-fatal
+	// A programming error still panics.
+	defer func() {
+		if r := recover(); r != "bug" {
+			t.Fatalf("recovered %v, want the original panic", r)
+		}
+	}()
+	s2 := &fatalState{onFatal: func(error) {}}
+	func() (err error) {
+		defer s2.recoverFatal(&err)
+		panic("bug")
+	}()
+}
