@@ -284,3 +284,74 @@ func TestHardeningDiskFull(t *testing.T) {
 		t.Fatalf("ballast after the restart: %v %v", fi, err)
 	}
 }
+
+// TestHardeningDiskENOSPC fills the volume to the last byte with the guard
+// off (--min-free-disk 0), so a WAL write meets ENOSPC: the request in
+// flight gets 507, the process exits with status 3 and one log line instead
+// of a panic trace, and a restart on the full volume serves every
+// acknowledged event.
+func TestHardeningDiskENOSPC(t *testing.T) {
+	vol := mountTmpfs(t)
+	s := &Server{t: t, Dir: filepath.Join(vol, "data"), Token: "adm_test_token_0123456789",
+		Args: []string{"--ballast-size", "0", "--min-free-disk", "0", "--shards", "1"}}
+	s.start()
+	t.Cleanup(func() {
+		if s.cmd != nil {
+			s.Kill()
+		}
+		if t.Failed() {
+			t.Logf("server logs:\n%s", s.Logs())
+		}
+	})
+	key := s.Key(t, s.Project(t, "enospc", "", nil), "secret", "live")
+	event := map[string]any{"event": "signup", "properties": map[string]any{"pad": strings.Repeat("x", 2000)}}
+	var ids []string
+	for range 5 {
+		r := Do(t, "POST", s.Public+"/events", key, event)
+		wantStatus(t, r, 201)
+		ids = append(ids, r.JSON(t)["id"].(string))
+	}
+	fill(t, vol, 0)
+	refused := false
+	for i := 0; i < 2000 && !refused; i++ { // bounded: each write is 2 KB and the WAL has at most a page left
+		r := Do(t, "POST", s.Public+"/events", key, event)
+		switch r.Status {
+		case 201:
+			ids = append(ids, r.JSON(t)["id"].(string))
+		case 507:
+			wantInsufficientStorage(t, r)
+			refused = true
+		default:
+			t.Fatalf("write on a full volume: %d %s", r.Status, r.Body)
+		}
+	}
+	if !refused {
+		t.Fatal("no 507 after 2000 writes on a full volume")
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("eventd did not exit within 30 s of a fatal storage error")
+	}
+	s.cmd = nil
+	var ee *exec.ExitError
+	if s.mu.Lock(); !errors.As(s.exitErr, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("exit %v, want status 3", s.exitErr)
+	}
+	s.mu.Unlock()
+	logs := s.Logs()
+	if strings.Contains(logs, "panic") || strings.Contains(logs, "goroutine ") {
+		t.Errorf("panic trace in the logs:\n%s", logs)
+	}
+	if n := strings.Count(logs, "storage failed; eventd stops"); n != 1 {
+		t.Errorf("%d 'storage failed' lines, want 1", n)
+	}
+
+	s.start()
+	for _, id := range ids {
+		if r := Do(t, "GET", s.Public+"/events/"+id, key, nil); r.Status != 200 {
+			t.Fatalf("acknowledged %s after a restart on a full volume: %d %s", id, r.Status, r.Body)
+		}
+	}
+	wantInsufficientStorage(t, Do(t, "POST", s.Public+"/events", key, event))
+}

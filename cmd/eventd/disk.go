@@ -130,10 +130,11 @@ func openRoom(pebbleDir string) uint64 {
 }
 
 // readOnlyStart reports whether the store must open read-only: free space
-// is under what opening read-write takes.
+// is under what opening read-write takes, whatever --min-free-disk says
+// (even 0).
 func readOnlyStart(g *diskspace.Guard, pebbleDir string, log *slog.Logger) bool {
 	need := openRoom(pebbleDir)
-	if !g.Refusing() || g.Free() >= need {
+	if !g.Known() || g.Free() >= need {
 		return false
 	}
 	log.Warn("too little free space to open the store for writing: serving reads only; eventd restarts itself for writing once there is room (delete <data>/ballast to make some)",

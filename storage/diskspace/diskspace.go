@@ -143,6 +143,13 @@ func (g *Guard) Free() uint64 { return g.free.Load() }
 // Threshold is the threshold in bytes for the volume seen by the last Check.
 func (g *Guard) Threshold() uint64 { return Threshold(g.cfg.MinFree, g.total.Load()) }
 
+// Known reports whether the last statfs succeeded (Free means something).
+func (g *Guard) Known() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.checked && !g.statErr
+}
+
 // Dir is the watched directory.
 func (g *Guard) Dir() string { return g.cfg.Dir }
 

@@ -102,8 +102,8 @@ func TestGuardStates(t *testing.T) {
 	vol := &fakeVolume{u: Usage{Total: 100 << 20, Free: 50 << 20}}
 	var logs bytes.Buffer
 	g := New(Config{Dir: "/data", MinFree: 10 << 20, Stat: vol.stat, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if g.Refusing() {
-		t.Fatal("refusing before the first check")
+	if g.Refusing() || g.Known() {
+		t.Fatal("refusing (or known) before the first check")
 	}
 	steps := []struct {
 		free    uint64
@@ -125,6 +125,9 @@ func TestGuardStates(t *testing.T) {
 		vol.set(s.free, s.err)
 		if got := g.Check(); got != s.refuse || g.Refusing() != s.refuse {
 			t.Fatalf("step %d: Check = %v, Refusing = %v; want %v", i, got, g.Refusing(), s.refuse)
+		}
+		if g.Known() != (s.err == nil) {
+			t.Errorf("step %d: Known = %v with statfs error %v", i, g.Known(), s.err)
 		}
 		added := logs.String()[before:]
 		if s.logLine == "" && strings.Contains(added, "level=WARN") {
