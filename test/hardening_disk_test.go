@@ -139,7 +139,7 @@ func TestHardeningDiskFull(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(s.Dir, "ballast")); err != nil || fi.Size() != diskBallast {
 		t.Fatalf("ballast: %v %v", fi, err)
 	}
-	project := s.Project(t, "disk", "", nil)
+	project := s.Project(t, "disk", "enterprise", nil) // reads count too: stay far from the limit
 	key := s.Key(t, project, "secret", "live")
 	event := map[string]any{"event": "signup", "visitor_id": "v1", "properties": map[string]any{"plan": "pro"}}
 	post := func() *Response { return Do(t, "POST", s.Public+"/events", key, event) }
@@ -303,7 +303,7 @@ func TestHardeningDiskENOSPC(t *testing.T) {
 			t.Logf("server logs:\n%s", s.Logs())
 		}
 	})
-	key := s.Key(t, s.Project(t, "enospc", "", nil), "secret", "live")
+	key := s.Key(t, s.Project(t, "enospc", "enterprise", nil), "secret", "live")
 	event := map[string]any{"event": "signup", "properties": map[string]any{"pad": strings.Repeat("x", 2000)}}
 	var ids []string
 	for range 5 {
