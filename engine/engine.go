@@ -235,10 +235,10 @@ func (e *Engine) Authenticate(key []byte) *Principal {
 }
 
 // Submit sends a request to the key actor of p and waits for its answer.
-// On ErrInsufficientStorage the reply is returned too, with its windows.
 // write may be nil (admission only). It deliberately ignores client
 // disconnects and server shutdown: once sent, a write is committed, and the
 // request finishes with its true outcome; only the deadline ends the wait.
+// On ErrInsufficientStorage the reply is returned too, with its windows.
 func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, snapshot bool) (*actors.Reply, error) {
 	if write != nil && e.shards.Queued() >= e.cfg.MaxQueued {
 		return nil, ErrOverloaded

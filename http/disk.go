@@ -8,6 +8,7 @@ import (
 
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/storage"
 )
 
 // The answer of every write route while the data volume is short of space
@@ -29,8 +30,12 @@ func writeInsufficientStorage(ctx *fasthttp.RequestCtx) {
 	writeError(ctx, newError(fasthttp.StatusInsufficientStorage, codeInsufficientStorage, msgInsufficientStorage))
 }
 
-// isInsufficientStorage reports the engine's refusal for lack of space.
-func isInsufficientStorage(err error) bool { return errors.Is(err, engine.ErrInsufficientStorage) }
+// isInsufficientStorage reports the engine's refusal for lack of space. A
+// store open read-only is one too: serve opens it so only on a volume too
+// full to open it for writing, so admin changes get 507 there as well.
+func isInsufficientStorage(err error) bool {
+	return errors.Is(err, engine.ErrInsufficientStorage) || errors.Is(err, storage.ErrReadOnly)
+}
 
 // writeSubmitError answers a failed write; a write refused for space was
 // checked against the rate limit first, so its answer carries the headers.

@@ -102,8 +102,14 @@ func (s *fatalState) recoverFatal(err *error) {
 	panic(r)
 }
 
+// ErrReadOnly refuses writes to a store opened with Options.ReadOnly.
+var ErrReadOnly = errors.New("storage: the store is open read-only")
+
 // apply runs a write to Pebble with the fatal checks around it.
 func (d *DB) apply(fn func() error) (err error) {
+	if d.readOnly {
+		return ErrReadOnly
+	}
 	if err := d.fatal.failed(); err != nil {
 		return err
 	}
@@ -113,6 +119,9 @@ func (d *DB) apply(fn func() error) (err error) {
 
 // commit commits a Pebble batch with the fatal checks around it.
 func (d *DB) commit(b *pebble.Batch, o *pebble.WriteOptions) (err error) {
+	if d.readOnly {
+		return ErrReadOnly
+	}
 	if err := d.fatal.failed(); err != nil {
 		return err
 	}

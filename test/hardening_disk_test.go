@@ -243,6 +243,11 @@ func TestHardeningDiskFull(t *testing.T) {
 	if h := health(); h != `{"status":"degraded","reason":"disk"}` {
 		t.Fatalf("/healthz %s after a restart on a full disk", h)
 	}
+	// The store is open read-only: admin reads work, admin changes get 507 too.
+	if r := s.AdminDo(t, "GET", "/admin/v1/projects/"+project, nil); r.Status != 200 {
+		t.Fatalf("admin read on a full disk: %d %s", r.Status, r.Body)
+	}
+	wantInsufficientStorage(t, s.AdminDo(t, "POST", "/admin/v1/projects", map[string]any{"name": "later"}))
 	if v := diskGauge(t, s, "eventd_disk_writes_refused"); v != "1" {
 		t.Fatalf("eventd_disk_writes_refused %s after a restart on a full disk", v)
 	}
