@@ -107,6 +107,12 @@ func (k *keyActor) limits(kind ratelimit.Kind) ratelimit.Limits {
 
 func (k *keyActor) handle(ctx actor.Context, req *Request) {
 	rep := &Reply{Allowed: true}
+	if req.Write != nil && k.keys.gate != nil {
+		if err := k.keys.gate(); err != nil {
+			k.refuse(req, rep, err)
+			return
+		}
+	}
 	if req.Kind != ratelimit.None {
 		lim := k.limits(req.Kind)
 		b := k.buckets[req.Kind]
@@ -134,6 +140,23 @@ func (k *keyActor) handle(ctx actor.Context, req *Request) {
 		return
 	}
 	k.write(ctx, req, rep)
+}
+
+// refuse answers a write the engine does not accept now (a full disk): the
+// rate limit is decided first, as for any request, so a client over its
+// limit still gets 429; then the refusal, which counts in no window (the
+// server's trouble is not the client's usage; docs/decisions.md).
+func (k *keyActor) refuse(req *Request, rep *Reply, err error) {
+	if req.Kind != ratelimit.None {
+		lim := k.limits(req.Kind)
+		b := k.buckets[req.Kind]
+		rep.Allowed, rep.RetryAfter = b.Check(req.Now, lim)
+		rep.Windows = append(rep.windowsBuf[:0], b.Status(req.Now, lim)...)
+	}
+	if rep.Allowed {
+		rep.Err = err
+	}
+	req.Reply <- rep
 }
 
 // write settles idempotency keys, then forwards what is new to a shard.
@@ -307,7 +330,14 @@ type Keys struct {
 
 	mu   sync.RWMutex
 	pids map[string]*actor.PID
+
+	// gate, when set, is asked before every write; an error refuses it.
+	gate func() error
 }
+
+// SetWriteGate installs the check every write passes after the rate limit
+// (the engine's free-disk guard). Call it before the first Send.
+func (r *Keys) SetWriteGate(gate func() error) { r.gate = gate }
 
 // NewKeys returns an empty registry; idle is how long an unused key actor lives.
 func NewKeys(system *actor.ActorSystem, db *storage.DB, shards *Shards, log *slog.Logger, idle time.Duration) *Keys {

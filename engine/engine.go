@@ -16,6 +16,7 @@ import (
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/engine/ratelimit"
 	"github.com/eventd/eventd/storage"
+	"github.com/eventd/eventd/storage/diskspace"
 )
 
 // Config configures an Engine.
@@ -37,6 +38,15 @@ type Config struct {
 	// DataRoot is the service's data directory (--data), which holds DataDir;
 	// backups are refused inside it (and inside DataDir).
 	DataRoot string
+	// Disk refuses writes while the data volume is short of space (nil: never).
+	Disk *diskspace.Guard
+	// ReadOnly opens the store without writing anything: a start on a volume
+	// too full for Pebble to open (it writes a manifest and flushes its WAL);
+	// every write is refused as for a short disk (disk.go).
+	ReadOnly bool
+	// OnStorageFatal is called once when the store fails beyond repair (see
+	// storage.FatalError); it must end the process. nil exits with status 3.
+	OnStorageFatal func(error)
 }
 
 // Engine is the running service core.
@@ -101,7 +111,7 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = 10 * time.Second
 	}
-	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger})
+	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly})
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +151,7 @@ func Open(cfg Config) (*Engine, error) {
 	e.shards = actors.NewShards(e.system, db, e.ids, cfg.Shards, e.bcast, e.metrics, cfg.Logger)
 	e.shards.SetWebhooks(e.hooks.wh)
 	e.keys = actors.NewKeys(e.system, db, e.shards, cfg.Logger, cfg.KeyIdle)
+	e.startDisk()
 	e.metrics.GaugeFunc("eventd_key_actors", "Live key actors.", "", func() float64 { return float64(e.keys.Len()) })
 	if err := e.loadJobs(); err != nil {
 		e.log.Error("load jobs", "err", err)
@@ -164,6 +175,9 @@ func (e *Engine) background() {
 		case <-e.stop:
 			return
 		case <-persist.C:
+			if e.cfg.ReadOnly {
+				continue
+			}
 			// Windows are written without fsync; syncing the WAL here makes
 			// the previous tick's writes durable, so counts survive a crash
 			// within 10 s, as the contract asks, at one fsync per 5 s.
@@ -228,6 +242,7 @@ func (e *Engine) Authenticate(key []byte) *Principal {
 // write may be nil (admission only). It deliberately ignores client
 // disconnects and server shutdown: once sent, a write is committed, and the
 // request finishes with its true outcome; only the deadline ends the wait.
+// On ErrInsufficientStorage the reply is returned too, with its windows.
 func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, snapshot bool) (*actors.Reply, error) {
 	if write != nil && e.shards.Queued() >= e.cfg.MaxQueued {
 		return nil, ErrOverloaded
@@ -250,7 +265,9 @@ func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, 
 			if errors.Is(rep.Err, actors.ErrStopped) {
 				return nil, ErrOverloaded
 			}
-			return nil, rep.Err
+			// The reply goes along: a write refused for space after its
+			// rate-limit check still carries the windows for the headers.
+			return rep, storageError(rep.Err)
 		}
 		return rep, nil
 	case <-timer.C:

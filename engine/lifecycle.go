@@ -91,6 +91,10 @@ func (e *Engine) Import(projectID, env string, r io.Reader, progress func(lines 
 	if err != nil {
 		return ImportResult{}, err
 	}
+	// A large job: look at the volume now rather than up to a second ago.
+	if err := e.checkDisk(); err != nil {
+		return ImportResult{}, err
+	}
 	im := &importer{e: e, ps: ps, ds: ds, scope: "import/" + projectID + "/" + env,
 		cur: newImportChunk(), res: ImportResult{Errors: []ImportReject{}}}
 	br := bufio.NewReaderSize(r, 256<<10)
@@ -268,6 +272,11 @@ func (im *importer) flush(last bool) error {
 		return err
 	}
 	if len(im.cur.pending) > 0 {
+		if err := im.e.writeGate(); err != nil {
+			return err // what was committed stays; the result says how much
+		}
+	}
+	if len(im.cur.pending) > 0 {
 		chunk := im.cur
 		im.prev, im.done = chunk, make(chan error, 1)
 		im.cur = newImportChunk()
@@ -311,7 +320,7 @@ func (im *importer) commit(c *importChunk) error {
 		done = append(done, actors.CommittedEvent{Dataset: im.ds, Event: &p.Event})
 	}
 	if err := b.Commit(true); err != nil {
-		return err
+		return storageError(err)
 	}
 	im.e.system.Root.Send(im.e.bcast, &actors.Committed{Events: done})
 	return nil
@@ -333,6 +342,11 @@ func (e *Engine) Export(projectID, env string, from, to int64, fn func(*storage.
 func (e *Engine) Backup(dir string) error {
 	if msg := checkBackupDir(dir, e.cfg.DataDir, e.cfg.DataRoot); msg != "" {
 		return invalid("dir", msg)
+	}
+	// Not refused on a short disk (the target may be another volume, and a
+	// backup is a way out), but the guard looks at the volume first.
+	if g := e.cfg.Disk; g != nil {
+		g.Check()
 	}
 	return e.db.Checkpoint(filepath.Join(dir, "pebble"))
 }

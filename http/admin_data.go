@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/eventd/eventd/engine"
 	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/storage"
 )
@@ -41,6 +42,13 @@ func (s *Server) adminImport(ctx *fasthttp.RequestCtx) {
 	res, err := s.eng.Import(param(ctx, "id"), env, body, nil)
 	if err != nil && res.Lines == 0 {
 		s.writeAdminError(ctx, err, "Project")
+		return
+	}
+	if errors.Is(err, engine.ErrInsufficientStorage) {
+		// Space ran short mid-way: what was committed stays; say how much.
+		ctx.Response.Header.Set("Retry-After", retryAfterDisk)
+		writeJSON(ctx, fasthttp.StatusInsufficientStorage, map[string]any{"error": codeInsufficientStorage,
+			"message": msgInsufficientStorage, "result": res})
 		return
 	}
 	if err != nil {

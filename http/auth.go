@@ -130,6 +130,10 @@ func writeRateLimited(ctx *fasthttp.RequestCtx, rep *actors.Reply) {
 
 // writeEngineError maps an engine failure to 503 or 500 without internals.
 func (s *Server) writeEngineError(ctx *fasthttp.RequestCtx, err error) {
+	if isInsufficientStorage(err) {
+		writeInsufficientStorage(ctx)
+		return
+	}
 	if err == engine.ErrOverloaded {
 		ctx.Response.Header.Set("Retry-After", "1")
 		writeError(ctx, newError(fasthttp.StatusServiceUnavailable, codeUnavailable, "The server is overloaded; retry shortly"))

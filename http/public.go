@@ -178,7 +178,7 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 	w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Events: []actors.Pending{pending}}
 	rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
 	if err != nil {
-		s.writeEngineError(ctx, err)
+		s.writeSubmitError(ctx, rep, err) // disk.go
 		return
 	}
 	setRateHeaders(ctx, rep.Windows, time.Now())
@@ -263,7 +263,7 @@ func (s *Server) commitBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, entr
 	} else {
 		rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
 		if err != nil {
-			s.writeEngineError(ctx, err)
+			s.writeSubmitError(ctx, rep, err) // disk.go
 			return
 		}
 		setRateHeaders(ctx, rep.Windows, time.Now())

@@ -246,6 +246,10 @@ func (s *Server) newRouter(notFound string) *router.Router {
 }
 
 func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
+	if s.eng.DiskRefusing() {
+		writeRaw(ctx, fasthttp.StatusOK, healthDegradedDisk) // disk.go
+		return
+	}
 	writeRaw(ctx, fasthttp.StatusOK, []byte(`{"status":"ok"}`))
 }
 

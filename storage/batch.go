@@ -18,6 +18,7 @@ type counterDelta struct {
 // Counter increments are summed in memory first so that a group commit of
 // many events in one minute writes one merge operand per bucket, not one per event.
 type Batch struct {
+	db       *DB
 	b        *pebble.Batch
 	counters map[counterDelta]int64
 	scratch  []byte
@@ -27,7 +28,7 @@ type Batch struct {
 
 // NewBatch starts an empty batch.
 func (d *DB) NewBatch() *Batch {
-	return &Batch{b: d.db.NewBatch(), counters: make(map[counterDelta]int64)}
+	return &Batch{db: d, b: d.db.NewBatch(), counters: make(map[counterDelta]int64)}
 }
 
 // Len is the number of events added.
@@ -100,7 +101,7 @@ func (b *Batch) Commit(sync bool) error {
 	if sync {
 		opts = pebble.Sync
 	}
-	return b.b.Commit(opts)
+	return b.db.commit(b.b, opts)
 }
 
 // Close releases the batch; it must not be used afterwards.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -20,6 +21,10 @@ type Options struct {
 	ReadOnly bool
 	// CacheSize is the block cache in bytes (default DefaultCacheSize).
 	CacheSize int64
+	// OnFatal is called once, on its own goroutine, when Pebble reports an
+	// error it cannot go on from (see FatalError); it must end the process.
+	// nil exits with ExitFatal at once.
+	OnFatal func(error)
 }
 
 // DefaultCacheSize is the block cache when Options.CacheSize is 0. Pebble's
@@ -30,7 +35,9 @@ const DefaultCacheSize = 256 << 20
 
 // DB is eventd's store.
 type DB struct {
-	db *pebble.DB
+	db       *pebble.DB
+	fatal    *fatalState
+	readOnly bool
 }
 
 // ErrNotFound is returned by lookups of missing records.
@@ -38,10 +45,13 @@ var ErrNotFound = errors.New("storage: not found")
 
 // Open opens or creates the store in dir.
 func Open(dir string, o Options) (*DB, error) {
+	fatal := &fatalState{log: o.Logger, onFatal: o.OnFatal}
+	bg := &backgroundErrors{log: o.Logger, sleep: time.Second}
 	opts := &pebble.Options{
-		Merger: merger,
-		Logger: pebbleLogger{o.Logger},
-		FS:     o.FS,
+		Merger:        merger,
+		Logger:        pebbleLogger{l: o.Logger, fatal: fatal},
+		EventListener: &pebble.EventListener{BackgroundError: bg.handle},
+		FS:            o.FS,
 		// Concurrent Sync commits from several shards share one fsync; a
 		// larger memtable keeps write stalls away under sustained ingest.
 		MemTableSize:                64 << 20,
@@ -68,7 +78,7 @@ func Open(dir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	return &DB{db: db}, nil
+	return &DB{db: db, fatal: fatal, readOnly: o.ReadOnly}, nil
 }
 
 // Close flushes and closes the store.
@@ -78,7 +88,12 @@ func (d *DB) Close() error { return d.db.Close() }
 func (d *DB) Pebble() *pebble.DB { return d.db }
 
 // Flush makes the WAL durable: used at shutdown and after non-synced writes.
-func (d *DB) Flush() error { return d.db.LogData(nil, pebble.Sync) }
+func (d *DB) Flush() error {
+	if d.readOnly {
+		return nil // nothing was written
+	}
+	return d.apply(func() error { return d.db.LogData(nil, pebble.Sync) })
+}
 
 func (d *DB) get(key []byte) ([]byte, error) {
 	v, closer, err := d.db.Get(key)
@@ -94,7 +109,7 @@ func (d *DB) get(key []byte) ([]byte, error) {
 
 // PutConfig stores a configuration record durably.
 func (d *DB) PutConfig(kind, id string, value []byte) error {
-	return d.db.Set(configKey(kind, id), value, pebble.Sync)
+	return d.apply(func() error { return d.db.Set(configKey(kind, id), value, pebble.Sync) })
 }
 
 // GetConfig reads a configuration record, ErrNotFound if missing.
@@ -102,7 +117,7 @@ func (d *DB) GetConfig(kind, id string) ([]byte, error) { return d.get(configKey
 
 // DeleteConfig removes a configuration record durably.
 func (d *DB) DeleteConfig(kind, id string) error {
-	return d.db.Delete(configKey(kind, id), pebble.Sync)
+	return d.apply(func() error { return d.db.Delete(configKey(kind, id), pebble.Sync) })
 }
 
 // ScanConfig calls fn for every record of kind, in id order; fn must copy what it keeps.
@@ -125,7 +140,10 @@ func (d *DB) ScanConfig(kind string, fn func(id string, value []byte) error) err
 // the next synced commit (at most a moment later) or Flush makes it durable,
 // and losing a few seconds of counts after a crash is acceptable.
 func (d *DB) PutWindows(keyID string, state []byte) error {
-	return d.db.Set(windowsKey(keyID), state, pebble.NoSync)
+	if d.readOnly {
+		return nil // a store opened read-only (full disk) keeps the counts in memory only
+	}
+	return d.apply(func() error { return d.db.Set(windowsKey(keyID), state, pebble.NoSync) })
 }
 
 // GetWindows reads a key's rate-limit state, ErrNotFound if none.
@@ -144,29 +162,7 @@ func (d *DB) DeleteDatasets(ds ...uint32) error {
 			}
 		}
 	}
-	return b.Commit(pebble.Sync)
-}
-
-// pebbleLogger routes Pebble's log lines to slog.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	if p.l != nil {
-		p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-	}
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	if p.l != nil {
-		p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-	}
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	if p.l != nil {
-		p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-	}
-	panic(fmt.Sprintf(format, args...))
+	return d.commit(b, pebble.Sync)
 }
 
 // deleteWhere deletes the keys of [lower, upper) for which drop says so, in
@@ -195,7 +191,7 @@ func (d *DB) deleteWhere(lower, upper []byte, sync bool, drop func(key, value []
 	if sync {
 		opts = pebble.Sync
 	}
-	return n, b.Commit(opts)
+	return n, d.commit(b, opts)
 }
 
 // indexPrefix is the index a dataset query walks: the visitor's, the

@@ -127,7 +127,7 @@ func (d *DB) eraseVisitorGoals(ds uint32, visitor string) error {
 	if err := it.Close(); err != nil {
 		return err
 	}
-	return b.Commit(pebble.Sync)
+	return d.commit(b, pebble.Sync)
 }
 
 // eraseIdempotency deletes idempotency records that point at erased events.

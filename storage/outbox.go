@@ -198,7 +198,7 @@ func (d *DB) DeleteWebhookData(webhook string) error {
 			return err
 		}
 	}
-	return b.Commit(pebble.Sync)
+	return d.commit(b, pebble.Sync)
 }
 
 // HasAlertFiring reports whether an alert already fired for keyID in the window period starting at periodStart.
@@ -228,16 +228,17 @@ func (d *DB) ScanAlertFirings(alertID string, fn func(rec []byte) bool) error {
 // DeleteAlertFirings removes the firing history of an alert, durably.
 func (d *DB) DeleteAlertFirings(alertID string) error {
 	p := alertPrefix(alertID)
-	return d.db.DeleteRange(p, prefixEnd(p), pebble.Sync)
+	return d.apply(func() error { return d.db.DeleteRange(p, prefixEnd(p), pebble.Sync) })
 }
 
 // DeliveryBatch groups changes to the outbox and the delivery log into one atomic write.
 type DeliveryBatch struct {
-	b *pebble.Batch
+	db *DB
+	b  *pebble.Batch
 }
 
 // NewDeliveryBatch starts an empty delivery batch.
-func (d *DB) NewDeliveryBatch() *DeliveryBatch { return &DeliveryBatch{b: d.db.NewBatch()} }
+func (d *DB) NewDeliveryBatch() *DeliveryBatch { return &DeliveryBatch{db: d, b: d.db.NewBatch()} }
 
 // PutDelivery writes a delivery record.
 func (b *DeliveryBatch) PutDelivery(webhook string, msg ID, rec []byte) {
@@ -277,7 +278,7 @@ func (b *DeliveryBatch) Commit(sync bool) error {
 	if sync {
 		opts = pebble.Sync
 	}
-	return b.b.Commit(opts)
+	return b.db.commit(b.b, opts)
 }
 
 // Close releases the batch.

@@ -44,7 +44,7 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 		}
 		err = it.Close()
 		if err == nil {
-			err = b.Commit(pebble.Sync)
+			err = d.commit(b, pebble.Sync)
 		}
 		_ = b.Close()
 		if err != nil {
@@ -71,7 +71,7 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 			return n, err
 		}
 	}
-	return n, b.Commit(pebble.Sync)
+	return n, d.commit(b, pebble.Sync)
 }
 
 // eachNamePrefix calls fn with "p ds len name" for every event name that has

@@ -92,7 +92,7 @@ func (d *DB) RecordGoals(cursors map[uint32]ID, completions map[uint32][]Complet
 	if b.Empty() {
 		return nil
 	}
-	return b.Commit(pebble.NoSync)
+	return d.commit(b, pebble.NoSync)
 }
 
 // GoalCursor reads the evaluation cursor of ds; ok is false if there is none.
@@ -117,7 +117,7 @@ func (d *DB) InitGoalCursor(ds uint32, id ID) error {
 	if _, ok, err := d.GoalCursor(ds); err != nil || ok {
 		return err
 	}
-	return d.db.Set(goalCursorKey(ds), id[:], pebble.Sync)
+	return d.apply(func() error { return d.db.Set(goalCursorKey(ds), id[:], pebble.Sync) })
 }
 
 // CountCompletions counts the completions of goal in ds whose event time is
@@ -146,5 +146,5 @@ func (d *DB) DeleteGoalData(goal string, ds ...uint32) error {
 			}
 		}
 	}
-	return b.Commit(pebble.Sync)
+	return d.commit(b, pebble.Sync)
 }

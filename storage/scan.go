@@ -41,5 +41,5 @@ func (d *DB) ScanEvents(ds uint32, from, to int64, fn func(*Event) bool) error {
 // Checkpoint writes a consistent copy of the whole store to dir, which must
 // not exist; the WAL is flushed first so the copy holds every acknowledged write.
 func (d *DB) Checkpoint(dir string) error {
-	return d.db.Checkpoint(dir, pebble.WithFlushedWAL())
+	return d.apply(func() error { return d.db.Checkpoint(dir, pebble.WithFlushedWAL()) })
 }

@@ -87,8 +87,11 @@ func (s *Server) start() {
 	if !s.NoToken {
 		args = append(args, "--admin-token", s.Token)
 	}
-	args = append(append(args, "--log-level", "info"), s.Args...)
-	s.launch(args, append(os.Environ(), s.Env...))
+	// No ballast and no free-space floor: dozens of servers per run would
+	// each reserve 256 MiB, and a nearly full CI disk would turn every write
+	// into a 507. The disk tests set both (a later flag wins).
+	args = append(args, "--log-level", "info", "--ballast-size", "0", "--min-free-disk", "0")
+	s.launch(append(args, s.Args...), append(os.Environ(), s.Env...))
 }
 
 // launch runs the binary with exactly args and env and waits until it

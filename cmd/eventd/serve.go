@@ -33,6 +33,7 @@ type serveConfig struct {
 	fsyncDelay                                                                  time.Duration
 	webhooksAllowPrivate                                                        bool
 	adminHost                                                                   string
+	disk                                                                        diskConfig // disk.go
 }
 
 func serve(args []string) error {
@@ -56,6 +57,7 @@ func serve(args []string) error {
 	fs.BoolVar(&c.webhooksAllowPrivate, "webhooks-allow-private", false, "let live-environment webhooks reach private, loopback and link-local addresses (SSRF guard off)")
 	var conns connConfig
 	conns.register(fs)
+	c.disk.register(fs)
 	if err := envFlags(fs); err != nil {
 		return err
 	}
@@ -95,6 +97,8 @@ func serve(args []string) error {
 	if c.fsyncDelay > 0 {
 		ecfg.FS = vfsdelay.New(vfs.Default, c.fsyncDelay)
 	}
+	ecfg.Disk, ecfg.OnStorageFatal = c.disk.setup(c.data, log), storageFatal(log)
+	ecfg.ReadOnly = readOnlyStart(ecfg.Disk, ecfg.DataDir, log)
 	eng, err := engine.Open(ecfg)
 	if err != nil {
 		return err
@@ -131,11 +135,14 @@ func serve(args []string) error {
 	go func() { errc <- srv.ServePublic(pub) }()
 	go func() { errc <- srv.ServeAdmin(adm) }()
 	var serveErr error
+	reopen := reopenWhenRoom(ecfg, sig) // disk.go: nil unless read-only
 	select {
 	case s := <-sig:
 		log.Info("shutting down", "signal", s.String())
 	case serveErr = <-errc:
 		log.Error("listener failed", "err", serveErr)
+	case <-reopen:
+		log.Info("room on the data volume again: restarting to accept writes", "component", "disk")
 	}
 	// Stop accepting and finish in-flight requests, then let the actors
 	// commit what they hold and close Pebble.
@@ -146,6 +153,13 @@ func serve(args []string) error {
 		return fmt.Errorf("close store: %w", err)
 	}
 	log.Info("stopped")
+	if reopen != nil && serveErr == nil && len(sig) == 0 {
+		select {
+		case <-reopen:
+			return reexec() // disk.go
+		default:
+		}
+	}
 	return serveErr
 }
 

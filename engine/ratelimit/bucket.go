@@ -146,13 +146,7 @@ func (b *Bucket) collapse(sec int64) {
 // change of limits sees the real history.
 func (b *Bucket) Admit(now time.Time, lim Limits) (allowed bool, retryAfter int64) {
 	sec := b.advance(now.Unix())
-	lims := lim.arr()
-	for i := range windows {
-		if l := lims[i]; l > 0 && b.total[i] >= l {
-			retryAfter = max(retryAfter, b.retry(i, sec, l))
-		}
-	}
-	if retryAfter > 0 {
+	if retryAfter = b.check(sec, lim); retryAfter > 0 {
 		return false, retryAfter
 	}
 	for i := range windows {
@@ -164,6 +158,26 @@ func (b *Bucket) Admit(now time.Time, lim Limits) (allowed bool, retryAfter int6
 		}
 	}
 	return true, 0
+}
+
+// Check is Admit without counting: whether a request at now would be
+// admitted, and if not the seconds to wait. It answers requests refused for
+// another reason after the rate limit (a full disk), which count nothing.
+func (b *Bucket) Check(now time.Time, lim Limits) (allowed bool, retryAfter int64) {
+	retryAfter = b.check(b.advance(now.Unix()), lim)
+	return retryAfter == 0, retryAfter
+}
+
+// check returns 0 when every applicable window has room at sec, else the
+// seconds until the request fits in every exceeded window.
+func (b *Bucket) check(sec int64, lim Limits) (retryAfter int64) {
+	lims := lim.arr()
+	for i := range windows {
+		if l := lims[i]; l > 0 && b.total[i] >= l {
+			retryAfter = max(retryAfter, b.retry(i, sec, l))
+		}
+	}
+	return retryAfter
 }
 
 // retry returns the seconds from sec until window i holds fewer than l.

@@ -635,3 +635,27 @@ func BenchmarkStatus(b *testing.B) {
 		bk.Status(at(100*s), free)
 	}
 }
+
+// Check answers like Admit but counts nothing.
+func TestCheckCountsNothing(t *testing.T) {
+	b := NewBucket()
+	lim := Limits{Minute: 2}
+	now := time.Unix(1_700_000_000, 0)
+	for i := 0; i < 5; i++ {
+		if ok, ra := b.Check(now, lim); !ok || ra != 0 {
+			t.Fatalf("Check %d on an empty bucket: %v, %d", i, ok, ra)
+		}
+	}
+	if st := b.Status(now, lim); st[0].Remaining != 2 {
+		t.Fatalf("Check counted: remaining %d", st[0].Remaining)
+	}
+	b.Admit(now, lim)
+	b.Admit(now, lim)
+	okA, raA := b.Check(now, lim)
+	if okA || raA < 1 {
+		t.Fatalf("Check on a full window: %v, %d", okA, raA)
+	}
+	if ok, ra := b.Admit(now, lim); ok || ra != raA {
+		t.Fatalf("Admit = %v, %d; Check said %v, %d", ok, ra, okA, raA)
+	}
+}
