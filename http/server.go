@@ -39,6 +39,12 @@ type Config struct {
 	StreamQueue int
 	// SessionIdle ends a dashboard session after this long without a request; zero means DefaultSessionIdle.
 	SessionIdle time.Duration
+	// MaxInflightBody bounds the request-body bytes each listener holds at
+	// once (503 over it); zero means DefaultMaxInflightBody, negative none.
+	MaxInflightBody int64
+	// AdminHeaderTimeout and AdminBodyTimeout bound the admin listener's
+	// header and body reads; zero means the defaults (10 s, 30 s).
+	AdminHeaderTimeout, AdminBodyTimeout time.Duration
 }
 
 // Server holds the public and the admin fasthttp servers.
@@ -64,6 +70,10 @@ type Server struct {
 	streamQueue int
 
 	dash *dashboard
+
+	// Request bodies held at once, per listener (body.go).
+	bodies, adminBodies *bodyBudget
+	adminBodyTimeout    time.Duration
 }
 
 // New builds both servers; call Serve with listeners to start them.
@@ -103,8 +113,8 @@ func New(cfg Config) *Server {
 	// Imports of any size arrive as a stream instead of being refused at 5
 	// MiB; imports and exports may take much longer than a request should.
 	s.admin.StreamRequestBody = true
-	s.admin.ReadTimeout = time.Hour
-	s.admin.WriteTimeout = time.Hour
+	s.admin.WriteTimeout = adminImportTimeout
+	s.configureBodies(cfg)
 	return s
 }
 
@@ -204,6 +214,7 @@ func (s *Server) route(name string, h fasthttp.RequestHandler) fasthttp.RequestH
 				writeError(ctx, newError(fasthttp.StatusInternalServerError, codeInternal, "Internal server error"))
 			}
 			s.inflight.Add(-1)
+			closeIfBodyUnread(ctx)
 			class := ctx.Response.StatusCode() / 100
 			if class < 1 || class > 5 {
 				class = 0

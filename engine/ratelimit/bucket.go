@@ -166,6 +166,22 @@ func (b *Bucket) Admit(now time.Time, lim Limits) (allowed bool, retryAfter int6
 	return true, 0
 }
 
+// Blocked reports, without counting, the whole seconds (>= 1) until Admit at
+// now could succeed, or 0 when it would succeed now. The key actor publishes
+// it so the HTTP layer can refuse an over-limit request from its headers,
+// before reading its body.
+func (b *Bucket) Blocked(now time.Time, lim Limits) int64 {
+	sec := b.advance(now.Unix())
+	lims := lim.arr()
+	var retryAfter int64
+	for i := range windows {
+		if l := lims[i]; l > 0 && b.total[i] >= l {
+			retryAfter = max(retryAfter, b.retry(i, sec, l))
+		}
+	}
+	return retryAfter
+}
+
 // retry returns the seconds from sec until window i holds fewer than l.
 func (b *Bucket) retry(i int, sec, l int64) int64 {
 	w := &windows[i]
