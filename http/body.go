@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/eventd/eventd/engine/metrics"
 )
 
 // Request bodies are read by the handlers, never by fasthttp ahead of them:
@@ -49,6 +51,12 @@ func (s *Server) configureBodies(cfg Config) {
 		limit = DefaultMaxInflightBody
 	}
 	s.bodies, s.adminBodies = &bodyBudget{max: limit}, &bodyBudget{max: limit}
+	for name, b := range map[string]*bodyBudget{"public": s.bodies, "admin": s.adminBodies} {
+		s.metrics.GaugeFunc("eventd_http_inflight_body_bytes", "Request-body bytes held by handlers, by listener.",
+			`listener="`+name+`"`, func() float64 { return float64(b.inUse.Load()) })
+		b.refused = s.metrics.Counter("eventd_http_body_refused_total",
+			"Requests answered 503 because the listener's body budget was full.", `listener="`+name+`"`)
+	}
 	for _, srv := range []*fasthttp.Server{s.public, s.admin} {
 		srv.StreamRequestBody = true
 		srv.MaxRequestBodySize = fasthttpPrefetch
@@ -64,17 +72,25 @@ func (s *Server) configureBodies(cfg Config) {
 // bodyBudget bounds the bytes of request bodies a listener holds at once, so
 // many large bodies cannot exhaust memory however they are authenticated.
 type bodyBudget struct {
-	max   int64
-	inUse atomic.Int64
+	max     int64
+	inUse   atomic.Int64
+	refused *metrics.Counter
 }
 
 // reserve takes n bytes of the budget; false when that would exceed it.
 func (b *bodyBudget) reserve(n int64) bool {
-	if b.max <= 0 || n <= 0 {
+	if n <= 0 {
+		return true
+	}
+	if b.max <= 0 {
+		b.inUse.Add(n) // unbounded, still reported
 		return true
 	}
 	if b.inUse.Add(n) > b.max {
 		b.inUse.Add(-n)
+		if b.refused != nil {
+			b.refused.Inc()
+		}
 		return false
 	}
 	return true
@@ -91,7 +107,7 @@ type heldBody struct {
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 func (h *heldBody) release() {
-	if h.budget != nil && h.budget.max > 0 && h.n > 0 {
+	if h.budget != nil && h.n > 0 {
 		h.budget.inUse.Add(-h.n)
 	}
 	if h.buf != nil && cap(*h.buf) <= maxPooledBody {

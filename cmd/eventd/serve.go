@@ -32,6 +32,8 @@ type serveConfig struct {
 	sessionIdle                                                                 time.Duration
 	fsyncDelay                                                                  time.Duration
 	webhooksAllowPrivate                                                        bool
+	maxInflightBody                                                             int64
+	adminHeaderTimeout, adminBodyTimeout                                        time.Duration
 }
 
 func serve(args []string) error {
@@ -51,6 +53,9 @@ func serve(args []string) error {
 	fs.DurationVar(&c.streamPong, "stream-pong", eventdhttp.DefaultStreamPong, "close a /stream connection after this long without a pong")
 	fs.DurationVar(&c.sessionIdle, "session-idle", eventdhttp.DefaultSessionIdle, "end a dashboard session after this long without a request")
 	fs.DurationVar(&c.fsyncDelay, "fsync-delay", 0, "benchmarks only: add this delay to every fsync, to emulate a slower disk")
+	fs.Int64Var(&c.maxInflightBody, "max-inflight-body", eventdhttp.DefaultMaxInflightBody, "request-body bytes each listener holds at once; more answers 503 (0: no bound)")
+	fs.DurationVar(&c.adminHeaderTimeout, "admin-header-timeout", eventdhttp.DefaultAdminHeaderTimeout, "admin listener: time to receive a request's headers")
+	fs.DurationVar(&c.adminBodyTimeout, "admin-body-timeout", eventdhttp.DefaultAdminBodyTimeout, "admin listener: time to receive a request body (import excepted)")
 	fs.BoolVar(&c.webhooksAllowPrivate, "webhooks-allow-private", false, "let live-environment webhooks reach private, loopback and link-local addresses (SSRF guard off)")
 	if err := envFlags(fs); err != nil {
 		return err
@@ -93,7 +98,8 @@ func serve(args []string) error {
 		return err
 	}
 	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token,
-		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, SessionIdle: c.sessionIdle})
+		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, SessionIdle: c.sessionIdle,
+		MaxInflightBody: inflightBody(c.maxInflightBody), AdminHeaderTimeout: c.adminHeaderTimeout, AdminBodyTimeout: c.adminBodyTimeout})
 	pub, err := listen(c.listen, c.tlsCert, c.tlsKey)
 	if err != nil {
 		_ = eng.Close()
@@ -134,6 +140,14 @@ func serve(args []string) error {
 	}
 	log.Info("stopped")
 	return serveErr
+}
+
+// inflightBody maps the flag's 0 (no bound) to the server's negative.
+func inflightBody(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 func listen(addr, cert, key string) (net.Listener, error) {
