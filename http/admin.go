@@ -82,7 +82,7 @@ func (s *Server) adminAuth(handler fasthttp.RequestHandler, buffer bool) fasthtt
 	h := handler
 	if buffer {
 		h = func(ctx *fasthttp.RequestCtx) {
-			if fail := bufferBody(ctx, maxReadBody, s.adminBodies); fail != nil {
+			if fail := bufferBody(ctx, maxReadBody, maxReadBody, s.adminBodies); fail != nil {
 				writeError(ctx, fail)
 				return
 			}

@@ -222,7 +222,7 @@ func (s *Server) handleLogin(ctx *fasthttp.RequestCtx) {
 		fail(fasthttp.StatusForbidden, newError(fasthttp.StatusForbidden, codeForbidden, "Cross-origin request refused"), msgCrossOrigin)
 		return
 	}
-	if e := bufferBody(ctx, maxLoginBodyLen, s.adminBodies); e != nil {
+	if e := bufferBody(ctx, maxLoginBodyLen, 0, s.adminBodies); e != nil {
 		if e.status == fasthttp.StatusRequestEntityTooLarge {
 			e = newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Login body too large")
 		}
@@ -300,7 +300,7 @@ func (s *Server) handleSession(ctx *fasthttp.RequestCtx) {
 func (s *Server) handleLogout(ctx *fasthttp.RequestCtx) {
 	asForm := bytes.HasPrefix(ctx.Request.Header.ContentType(), []byte("application/x-www-form-urlencoded"))
 	// Like /login's, a /logout body is read only up to 4 KiB.
-	if fail := bufferBody(ctx, maxLoginBodyLen, s.adminBodies); fail != nil {
+	if fail := bufferBody(ctx, maxLoginBodyLen, 0, s.adminBodies); fail != nil {
 		if fail.status == fasthttp.StatusRequestEntityTooLarge {
 			fail = newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Logout body too large")
 		}

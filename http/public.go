@@ -84,7 +84,7 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx, limit int, h *heldBody) ([]b
 		// a gzipped body that decodes to limit bytes stays under this.
 		raw = limit + limit>>8 + 1024
 	}
-	body, fail := readBodyLimited(ctx, raw, s.bodies, h)
+	body, fail := readBodyLimited(ctx, raw, maxReadBody, s.bodies, h)
 	if fail != nil {
 		if fail.status == fasthttp.StatusRequestEntityTooLarge {
 			return nil, tooLargeError(limit)
