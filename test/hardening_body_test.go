@@ -140,6 +140,26 @@ func TestBodyNotReadBeforeAuthentication(t *testing.T) {
 	}
 }
 
+func TestBodyUnreadIsNotTheNextRequest(t *testing.T) {
+	// An unread body must not be parsed as a second request on the connection.
+	s := Start(t)
+	inner := "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, head := range []string{
+		fmt.Sprintf("POST /events HTTP/1.1\nHost: x\nAuthorization: Bearer sk_live_00000000000000000000000000000000\nContent-Length: %d", len(inner)),
+		"POST /events HTTP/1.1\nHost: x\nAuthorization: Bearer sk_live_00000000000000000000000000000000\nTransfer-Encoding: chunked",
+	} {
+		c := dialBody(t, s.Public)
+		body := inner
+		if strings.Contains(head, "chunked") {
+			body = fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(inner), inner)
+		}
+		c.send(head, []byte(body))
+		resp, m := c.response()
+		wantAnswer(t, resp, m, 401, "unauthorized")
+		c.wantClosed() // and no 200 from /healthz
+	}
+}
+
 func TestBodyForbiddenOriginNotRead(t *testing.T) {
 	s := Start(t)
 	proj := s.Project(t, "origins", "", nil)
