@@ -635,3 +635,28 @@ func BenchmarkStatus(b *testing.B) {
 		bk.Status(at(100*s), free)
 	}
 }
+
+func TestBucketBlockedDoesNotCount(t *testing.T) {
+	b := NewBucket()
+	lim := Limits{Minute: 2, Hour: 10, Day: 100}
+	now := time.Unix(1_700_000_000, 0)
+	for i := 0; i < 2; i++ {
+		if r := b.Blocked(now, lim); r != 0 {
+			t.Fatalf("blocked %d s with room", r)
+		}
+		if ok, _ := b.Admit(now, lim); !ok {
+			t.Fatal("refused with room")
+		}
+	}
+	r := b.Blocked(now, lim)
+	ok, retry := b.Admit(now, lim)
+	if ok || r != retry || r < 1 {
+		t.Fatalf("Blocked %d, Admit (%v, %d)", r, ok, retry)
+	}
+	if b.Blocked(now, lim) != r || b.Status(now, lim)[0].Remaining != 0 {
+		t.Fatal("Blocked changed the counts")
+	}
+	if r := b.Blocked(now.Add(61*time.Second), lim); r != 0 {
+		t.Fatalf("still blocked %d s after the minute", r)
+	}
+}
