@@ -18,10 +18,12 @@ import (
 	"github.com/eventd/eventd/engine/metrics"
 )
 
-// Body limits of the contract, checked by the handlers. fasthttp's own limit
-// is higher: a body it refuses is not read, and a client still sending it
-// sees a reset connection instead of the 413, so the handlers refuse bodies
-// up to maxReadBody with a readable JSON 413 themselves.
+// Body limits of the contract, checked by the handlers. Bodies are streamed
+// (body.go): a handler must read one through readBody, readBodyLimited or
+// bufferBody, never ctx.PostBody() or ctx.Request.Body() on a streamed body,
+// which would read it whole without any limit. A body declared over
+// maxReadBody is refused unread; an authenticated one over its route's limit
+// but within maxReadBody is read and dropped, for a readable JSON 413.
 const (
 	maxSingleBody = 1 << 20
 	maxBatchBody  = 5 << 20
