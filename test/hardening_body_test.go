@@ -114,6 +114,8 @@ func TestBodyNotReadBeforeAuthentication(t *testing.T) {
 		{"invalid api_key, chunked", "POST /events/batch?api_key=pk_live_nope HTTP/1.1\nHost: x\nContent-Type: application/json\nTransfer-Encoding: chunked",
 			401, "unauthorized", true},
 		{"no key", fmt.Sprintf("POST /events HTTP/1.1\nHost: x\nContent-Length: %d", bigBody), 401, "unauthorized", true},
+		{"invalid key, body never sent", fmt.Sprintf("POST /events/batch HTTP/1.1\nHost: x\nAuthorization: Bearer pk_live_00000000000000000000000000000000\nContent-Length: %d", bigBody),
+			401, "unauthorized", true},
 		{"public key on a secret-only route", fmt.Sprintf("GET /events HTTP/1.1\nHost: x\nAuthorization: Bearer %s\nContent-Length: %d", public, bigBody),
 			403, "forbidden", false},
 		{"invalid key, Expect: 100-continue", fmt.Sprintf("POST /events HTTP/1.1\nHost: x\nAuthorization: Bearer sk_live_00000000000000000000000000000000\nExpect: 100-continue\nContent-Length: %d", bigBody),
@@ -126,7 +128,7 @@ func TestBodyNotReadBeforeAuthentication(t *testing.T) {
 			if strings.Contains(tc.head, "chunked") {
 				body = append([]byte(fmt.Sprintf("%x\r\n", bigBody)), partial...)
 			}
-			if strings.Contains(tc.head, "100-continue") {
+			if strings.Contains(tc.head, "100-continue") || strings.Contains(tc.name, "never sent") {
 				body = nil // a client waiting for 100 Continue sends nothing yet
 			}
 			c.send(tc.head, body)
@@ -315,6 +317,22 @@ func TestAdminBodyLimits(t *testing.T) {
 				t.Fatal("answer without Connection: close while the body was still coming")
 			}
 		})
+	}
+	// Refused from the headers: no body byte is read, not even after 100 Continue.
+	for _, head := range []string{
+		"POST /admin/v1/projects/proj_x/import HTTP/1.1\nHost: x\nContent-Length: 8388608",
+		"POST /admin/v1/projects/proj_x/import HTTP/1.1\nHost: x\nExpect: 100-continue\nContent-Length: 8388608",
+		"POST /login HTTP/1.1\nHost: x\nContent-Type: application/json\nContent-Length: 8388608",
+	} {
+		c := dialBody(t, s.Admin)
+		c.send(head, nil) // the body never comes
+		resp, m := c.response()
+		want, code := 401, "unauthorized"
+		if strings.Contains(head, "/login") {
+			want, code = 413, "payload_too_large"
+		}
+		wantAnswer(t, resp, m, want, code)
+		c.wantClosed()
 	}
 	// Within the limits everything works as before.
 	wantStatus(t, s.AdminDo(t, "POST", "/admin/v1/projects", map[string]any{"name": "fine"}), 201)
