@@ -155,8 +155,8 @@ var errBodyBudget = &apiError{status: fasthttp.StatusServiceUnavailable, code: c
 	message: "The server is receiving too many request bodies; retry shortly"}
 
 // readBodyLimited reads the raw request body, at most limit bytes, into a
-// pooled buffer that h holds until h.release. A declared length over limit,
-// or a full budget, is refused without reading a byte.
+// pooled buffer that h holds until h.release. A full budget is refused
+// without reading a byte, and so is a body refused from the headers.
 //
 // A body over limit but within drainTo bytes is read and dropped before the
 // 413, so a client that sends it whole can read the answer; a larger one
@@ -164,8 +164,8 @@ var errBodyBudget = &apiError{status: fasthttp.StatusServiceUnavailable, code: c
 func readBodyLimited(ctx *fasthttp.RequestCtx, limit, drainTo int, budget *bodyBudget, h *heldBody) ([]byte, *apiError) {
 	stream := ctx.RequestBodyStream()
 	if stream == nil {
-		// Not streamed (a server built without StreamRequestBody, or an
-		// Expect: 100-continue request fasthttp has already read).
+		// Not streamed: a server built without StreamRequestBody (tests),
+		// or a method whose body fasthttp ignores.
 		body := ctx.Request.Body()
 		if len(body) > limit {
 			return nil, tooLargeError(limit)
