@@ -270,3 +270,34 @@ func TestUnknownMessagesAreIgnored(t *testing.T) {
 		t.Fatal("actor stopped working after an unknown message")
 	}
 }
+
+func TestBlockedUntilAndAdmittedWrites(t *testing.T) {
+	r := newRig(t, time.Minute)
+	cfg := keyConfig("key_b", ratelimit.Limits{Minute: 2, Hour: 100, Day: 1000})
+	if rep := r.submit(t, cfg, ratelimit.Standard, nil); !rep.Allowed || cfg.BlockedUntil[ratelimit.Standard].Load() != 0 {
+		t.Fatalf("first request: allowed %v, blocked until %d", rep.Allowed, cfg.BlockedUntil[ratelimit.Standard].Load())
+	}
+	// A write counted earlier (Admitted) is stored without being counted again.
+	w := write("pre-admitted")
+	w.Admitted = true
+	rep := r.submit(t, cfg, ratelimit.Standard, w)
+	if !rep.Allowed || len(rep.Results) != 1 || ratelimit.Tightest(rep.Windows).Remaining != 1 {
+		t.Fatalf("admitted write: allowed %v, results %d, windows %+v", rep.Allowed, len(rep.Results), rep.Windows)
+	}
+	// The second counted request fills the minute: the actor publishes when it frees.
+	now := time.Now()
+	if rep := r.submit(t, cfg, ratelimit.Standard, nil); !rep.Allowed {
+		t.Fatal("second request refused")
+	}
+	until := cfg.BlockedUntil[ratelimit.Standard].Load()
+	if until <= now.Unix() || until > now.Unix()+61 {
+		t.Fatalf("blocked until %d, now %d", until, now.Unix())
+	}
+	if cfg.BlockedUntil[ratelimit.Batch].Load() != 0 {
+		t.Fatal("the batch bucket is not full")
+	}
+	rep = r.submit(t, cfg, ratelimit.Standard, nil)
+	if rep.Allowed || now.Unix()+rep.RetryAfter < until-1 {
+		t.Fatalf("third request: allowed %v, retry after %d, blocked until %d", rep.Allowed, rep.RetryAfter, until)
+	}
+}

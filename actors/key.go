@@ -30,6 +30,11 @@ type KeyConfig struct {
 	// OnAlert is told when an admitted request makes a window reach a rule's
 	// threshold; it runs in the key actor and must not block.
 	OnAlert func(UsageAlert)
+	// BlockedUntil holds, per bucket kind, the Unix second before which the
+	// bucket refuses every request (0: it has room), as of the actor's last
+	// decision. The HTTP layer reads it to answer 429 before reading a body;
+	// a stale value only sends the request to the actor, which decides.
+	BlockedUntil [3]atomic.Int64
 }
 
 // idemDone tells a key actor that a shard settled some of its idempotency keys.
@@ -116,9 +121,13 @@ func (k *keyActor) handle(ctx actor.Context, req *Request) {
 	if req.Kind != ratelimit.None {
 		lim := k.limits(req.Kind)
 		b := k.buckets[req.Kind]
-		rep.Allowed, rep.RetryAfter = b.Admit(req.Now, lim)
+		counted := req.Write == nil || !req.Write.Admitted
+		if counted {
+			rep.Allowed, rep.RetryAfter = b.Admit(req.Now, lim)
+		}
 		rep.Windows = append(rep.windowsBuf[:0], b.Status(req.Now, lim)...)
-		if rep.Allowed {
+		k.publishBlocked(req.Kind, req.Now, b, lim)
+		if rep.Allowed && counted {
 			k.dirty = true
 			k.cfg.LastUsed.Store(req.Now.UnixMilli())
 			if req.Kind == ratelimit.Standard && k.cfg.Alerts != nil && k.cfg.OnAlert != nil {
@@ -150,13 +159,26 @@ func (k *keyActor) refuse(req *Request, rep *Reply, err error) {
 	if req.Kind != ratelimit.None {
 		lim := k.limits(req.Kind)
 		b := k.buckets[req.Kind]
-		rep.Allowed, rep.RetryAfter = b.Check(req.Now, lim)
+		rep.RetryAfter = b.Blocked(req.Now, lim)
+		rep.Allowed = rep.RetryAfter == 0
 		rep.Windows = append(rep.windowsBuf[:0], b.Status(req.Now, lim)...)
 	}
 	if rep.Allowed {
 		rep.Err = err
 	}
 	req.Reply <- rep
+}
+
+// publishBlocked stores when the bucket has room again, for readers outside
+// the actor; it writes the shared word only when the answer changes.
+func (k *keyActor) publishBlocked(kind ratelimit.Kind, now time.Time, b *ratelimit.Bucket, lim ratelimit.Limits) {
+	var until int64
+	if r := b.Blocked(now, lim); r > 0 {
+		until = now.Unix() + r
+	}
+	if w := &k.cfg.BlockedUntil[kind]; w.Load() != until {
+		w.Store(until)
+	}
 }
 
 // write settles idempotency keys, then forwards what is new to a shard.

@@ -24,6 +24,10 @@ type Write struct {
 	Dataset    uint32
 	ReceivedAt int64 // Unix ms, becomes created_at
 	Events     []Pending
+	// Admitted: an earlier admission-only request already counted this
+	// request (its key was over the limit when the headers arrived), so the
+	// actor stores it without counting it again.
+	Admitted bool
 }
 
 // Pending is one event to store and its idempotency key, if any.

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine/event"
@@ -160,6 +161,13 @@ func (p *Principal) AllowedOrigins() []string { return p.project.rec.Load().Allo
 
 // Plan is the project's plan name.
 func (p *Principal) Plan() string { return p.project.rec.Load().Plan }
+
+// Blocked reports whether the key's bucket of kind was full at now when its
+// actor last decided, so a request can be refused before its body is read.
+// It may be stale; the key actor's own decision is the authority.
+func (p *Principal) Blocked(kind ratelimit.Kind, now time.Time) bool {
+	return kind < ratelimit.None && now.Unix() < p.cfg.BlockedUntil[kind].Load()
+}
 
 // Dataset is the storage dataset the key reads and writes.
 func (p *Principal) Dataset() uint32 { return p.dataset }

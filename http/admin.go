@@ -18,7 +18,9 @@ import (
 func (s *Server) adminRoutes() *router.Router {
 	r := s.newRouter("Not found")
 	a := func(name string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
-		return s.route(name, s.adminAuth(h))
+		// Import streams its body (unbounded, by design); every other admin
+		// route reads at most maxReadBody bytes, once authenticated.
+		return s.route(name, s.adminAuth(h, name != "admin_import"))
 	}
 	r.GET("/healthz", s.route("admin_healthz", s.handleHealth))
 	r.GET("/metrics", s.route("metrics", s.handleMetrics))
@@ -76,7 +78,17 @@ func (s *Server) adminRoutes() *router.Router {
 // without an Authorization header may instead carry a dashboard session
 // cookie; it then also has to pass the same-origin and CSRF checks
 // (sessionAuth in session.go).
-func (s *Server) adminAuth(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+func (s *Server) adminAuth(handler fasthttp.RequestHandler, buffer bool) fasthttp.RequestHandler {
+	h := handler
+	if buffer {
+		h = func(ctx *fasthttp.RequestCtx) {
+			if fail := bufferBody(ctx, maxReadBody, maxReadBody, s.adminBodies); fail != nil {
+				writeError(ctx, fail)
+				return
+			}
+			handler(ctx)
+		}
+	}
 	return func(ctx *fasthttp.RequestCtx) {
 		tok := bearerToken(ctx)
 		if tok == nil && len(ctx.Request.Header.Peek("Authorization")) == 0 && len(ctx.Request.Header.Cookie(cookieName(ctx))) > 0 {

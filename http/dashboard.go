@@ -237,8 +237,11 @@ func (s *Server) handleLogin(ctx *fasthttp.RequestCtx) {
 		s.loginThrottled(ctx, d, asJSON)
 		return
 	}
-	if ctx.Request.Header.ContentLength() > maxLoginBodyLen {
-		fail(fasthttp.StatusRequestEntityTooLarge, newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Login body too large"), msgWrongToken)
+	if e := bufferBody(ctx, maxLoginBodyLen, 0, s.adminBodies); e != nil {
+		if e.status == fasthttp.StatusRequestEntityTooLarge {
+			e = newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Login body too large")
+		}
+		fail(e.status, e, msgWrongToken)
 		return
 	}
 	body := ctx.Request.Body()
@@ -316,7 +319,15 @@ func (s *Server) handleSession(ctx *fasthttp.RequestCtx) {
 // needs the CSRF token: in X-CSRF-Token, or as the csrf_token field of a form.
 func (s *Server) handleLogout(ctx *fasthttp.RequestCtx) {
 	asForm := bytes.HasPrefix(ctx.Request.Header.ContentType(), []byte("application/x-www-form-urlencoded"))
-	if asForm && len(ctx.Request.Header.Peek(csrfHeader)) == 0 && ctx.Request.Header.ContentLength() <= maxLoginBodyLen {
+	// Like /login's, a /logout body is read only up to 4 KiB.
+	if fail := bufferBody(ctx, maxLoginBodyLen, 0, s.adminBodies); fail != nil {
+		if fail.status == fasthttp.StatusRequestEntityTooLarge {
+			fail = newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Logout body too large")
+		}
+		writeError(ctx, fail)
+		return
+	}
+	if asForm && len(ctx.Request.Header.Peek(csrfHeader)) == 0 {
 		if vals, err := url.ParseQuery(string(ctx.Request.Body())); err == nil && vals.Get("csrf_token") != "" {
 			ctx.Request.Header.Set(csrfHeader, vals.Get("csrf_token"))
 		}

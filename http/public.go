@@ -56,7 +56,10 @@ func (s *Server) admit(ctx *fasthttp.RequestCtx, p *engine.Principal, kind ratel
 }
 
 // readBody returns the decoded request body or the error that refuses it.
-func readBody(ctx *fasthttp.RequestCtx, limit int) ([]byte, *apiError) {
+// It checks the headers first (415, 413 by Content-Length), then reads at
+// most limit bytes (a little more when gzipped) under the listener's body
+// budget; h holds the bytes until the handler releases it.
+func (s *Server) readBody(ctx *fasthttp.RequestCtx, limit int, h *heldBody) ([]byte, *apiError) {
 	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 {
 		mt := ct
 		if i := bytes.IndexByte(mt, ';'); i >= 0 {
@@ -67,31 +70,57 @@ func readBody(ctx *fasthttp.RequestCtx, limit int) ([]byte, *apiError) {
 			return nil, newError(fasthttp.StatusUnsupportedMediaType, codeUnsupported, "Content-Type must be application/json")
 		}
 	}
-	// Built only when needed: this runs on every write.
-	tooLarge := func() *apiError {
-		return newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge,
-			"Request body is larger than "+strconv.Itoa(limit>>20)+" MiB")
-	}
-	body := ctx.Request.Body()
+	gz := false
 	switch enc := ctx.Request.Header.ContentEncoding(); {
 	case len(enc) == 0 || bytes.EqualFold(enc, []byte("identity")):
 	case bytes.EqualFold(enc, []byte("gzip")):
+		gz = true
+	default:
+		return nil, newError(fasthttp.StatusUnsupportedMediaType, codeUnsupported, "Content-Encoding must be gzip or identity")
+	}
+	raw := limit
+	if gz {
+		// Deflate adds at most ~0.03 % to incompressible data plus a header:
+		// a gzipped body that decodes to limit bytes stays under this.
+		raw = limit + limit>>8 + 1024
+	}
+	body, fail := readBodyLimited(ctx, raw, maxReadBody, s.bodies, h)
+	if fail != nil {
+		if fail.status == fasthttp.StatusRequestEntityTooLarge {
+			return nil, tooLargeError(limit)
+		}
+		return nil, fail
+	}
+	if gz {
 		out, err := gunzipLimited(body, limit)
 		if err == errTooLarge {
-			return nil, tooLarge()
+			return nil, tooLargeError(limit)
 		}
 		if err != nil {
 			return nil, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest,
 				message: "Request body is not valid gzip", details: map[string]string{"body": "invalid gzip data"}}
 		}
 		body = out
-	default:
-		return nil, newError(fasthttp.StatusUnsupportedMediaType, codeUnsupported, "Content-Encoding must be gzip or identity")
 	}
 	if len(body) > limit {
-		return nil, tooLarge()
+		return nil, tooLargeError(limit)
 	}
 	return body, nil
+}
+
+// admitEarly answers 429 from the headers when p's bucket was already full:
+// the body is then never read. It returns false when it answered. A public
+// key is not refused here, as a pageview body counts in no plan bucket.
+// When the actor finds room after all, the request is counted now and
+// admitted reports true, so the write must not count it again.
+func (s *Server) admitEarly(ctx *fasthttp.RequestCtx, p *engine.Principal, kind ratelimit.Kind, now time.Time) (admitted, ok bool) {
+	if p.Type() == engine.Public || !p.Blocked(kind, now) {
+		return false, true
+	}
+	if _, ok := s.admit(ctx, p, kind, false); !ok {
+		return false, false
+	}
+	return true, true
 }
 
 // prepare turns a decoded input into a pending write, applying skew
@@ -138,13 +167,23 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 	if p == nil {
 		return
 	}
-	receivedAt := time.Now().UnixMilli()
+	now := time.Now()
+	receivedAt := now.UnixMilli()
 	fail := checkOrigin(ctx, p)
+	var admitted bool
+	if fail == nil {
+		var ok bool
+		if admitted, ok = s.admitEarly(ctx, p, ratelimit.Standard, now); !ok {
+			return
+		}
+	}
+	var held heldBody
+	defer held.release()
 	var pending actors.Pending
 	var in event.Input
 	if fail == nil {
 		var body []byte
-		if body, fail = readBody(ctx, maxSingleBody); fail == nil {
+		if body, fail = s.readBody(ctx, maxSingleBody, &held); fail == nil {
 			var sentAt int64
 			var hasSentAt bool
 			var prob *event.Problem
@@ -166,16 +205,14 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 	}
 	kind := ratelimit.Standard
 	if fail != nil {
-		if _, ok := s.admit(ctx, p, kind, false); ok {
-			writeError(ctx, fail)
-		}
+		s.refuse(ctx, p, kind, fail, admitted)
 		return
 	}
 	kind, ok := s.pageviewGuard(ctx, p, in.Name == "pageview", kind)
 	if !ok {
 		return
 	}
-	w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Events: []actors.Pending{pending}}
+	w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Events: []actors.Pending{pending}, Admitted: admitted}
 	rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
 	if err != nil {
 		s.writeSubmitError(ctx, rep, err) // disk.go
@@ -211,12 +248,22 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 	if p == nil {
 		return
 	}
-	receivedAt := time.Now().UnixMilli()
+	now := time.Now()
+	receivedAt := now.UnixMilli()
 	fail := checkOrigin(ctx, p)
+	var admitted bool
+	if fail == nil {
+		var ok bool
+		if admitted, ok = s.admitEarly(ctx, p, ratelimit.Batch, now); !ok {
+			return
+		}
+	}
+	var held heldBody
+	defer held.release()
 	var entries []event.Entry
 	if fail == nil {
 		var body []byte
-		if body, fail = readBody(ctx, maxBatchBody); fail == nil {
+		if body, fail = s.readBody(ctx, maxBatchBody, &held); fail == nil {
 			var sentAt int64
 			var hasSentAt bool
 			var prob *event.Problem
@@ -224,7 +271,7 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 			if prob != nil {
 				fail = problemError(prob)
 			}
-			w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt}
+			w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Admitted: admitted}
 			allPageviews := true
 			for i := range entries {
 				en := &entries[i]
@@ -245,7 +292,17 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 			}
 		}
 	}
-	if _, ok := s.admit(ctx, p, ratelimit.Batch, false); ok {
+	s.refuse(ctx, p, ratelimit.Batch, fail, admitted)
+}
+
+// refuse answers a write's error after counting the request (so a 429 wins
+// over it), unless it was counted already or the server refused the body.
+func (s *Server) refuse(ctx *fasthttp.RequestCtx, p *engine.Principal, kind ratelimit.Kind, fail *apiError, admitted bool) {
+	if admitted || fail == errBodyBudget {
+		writeError(ctx, fail)
+		return
+	}
+	if _, ok := s.admit(ctx, p, kind, false); ok {
 		writeError(ctx, fail)
 	}
 }
@@ -257,8 +314,11 @@ func (s *Server) commitBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, entr
 	}
 	var results []actors.Result
 	if len(w.Events) == 0 {
-		if _, ok := s.admit(ctx, p, kind, false); !ok {
-			return
+		// An admitted request was counted before its body was read.
+		if !w.Admitted {
+			if _, ok := s.admit(ctx, p, kind, false); !ok {
+				return
+			}
 		}
 	} else {
 		rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)

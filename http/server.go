@@ -18,10 +18,12 @@ import (
 	"github.com/eventd/eventd/engine/metrics"
 )
 
-// Body limits of the contract, checked by the handlers. fasthttp's own limit
-// is higher: a body it refuses is not read, and a client still sending it
-// sees a reset connection instead of the 413, so the handlers refuse bodies
-// up to maxReadBody with a readable JSON 413 themselves.
+// Body limits of the contract, checked by the handlers. Bodies are streamed
+// (body.go): a handler must read one through readBody, readBodyLimited or
+// bufferBody, never ctx.PostBody() or ctx.Request.Body() on a streamed body,
+// which would read it whole without any limit. A body declared over
+// maxReadBody is refused unread; an authenticated one over its route's limit
+// but within maxReadBody is read and dropped, for a readable JSON 413.
 const (
 	maxSingleBody = 1 << 20
 	maxBatchBody  = 5 << 20
@@ -42,6 +44,12 @@ type Config struct {
 	// AdminHosts, if not empty, are the host names the admin listener answers
 	// for (--admin-host); other Host headers get 421 (IP literals always pass).
 	AdminHosts []string
+	// MaxInflightBody bounds the request-body bytes each listener holds at
+	// once (503 over it); zero means DefaultMaxInflightBody, negative none.
+	MaxInflightBody int64
+	// AdminHeaderTimeout and AdminBodyTimeout bound the admin listener's
+	// header and body reads; zero means the defaults (10 s, 30 s).
+	AdminHeaderTimeout, AdminBodyTimeout time.Duration
 }
 
 // Server holds the public and the admin fasthttp servers.
@@ -70,6 +78,9 @@ type Server struct {
 
 	auth       *authGuard // failed admin-token attempts (authguard.go)
 	adminHosts []string   // --admin-host, normalised
+	// Request bodies held at once, per listener (body.go).
+	bodies, adminBodies *bodyBudget
+	adminBodyTimeout    time.Duration
 }
 
 // New builds both servers; call Serve with listeners to start them.
@@ -113,8 +124,8 @@ func New(cfg Config) *Server {
 	// Imports of any size arrive as a stream instead of being refused at 5
 	// MiB; imports and exports may take much longer than a request should.
 	s.admin.StreamRequestBody = true
-	s.admin.ReadTimeout = time.Hour
-	s.admin.WriteTimeout = time.Hour
+	s.admin.WriteTimeout = adminImportTimeout
+	s.configureBodies(cfg)
 	return s
 }
 
@@ -219,6 +230,7 @@ func (s *Server) route(name string, h fasthttp.RequestHandler) fasthttp.RequestH
 				writeError(ctx, newError(fasthttp.StatusInternalServerError, codeInternal, "Internal server error"))
 			}
 			s.inflight.Add(-1)
+			closeIfBodyUnread(ctx)
 			class := ctx.Response.StatusCode() / 100
 			if class < 1 || class > 5 {
 				class = 0

@@ -34,6 +34,8 @@ type serveConfig struct {
 	webhooksAllowPrivate                                                        bool
 	adminHost                                                                   string
 	disk                                                                        diskConfig // disk.go
+	maxInflightBody                                                             int64
+	adminHeaderTimeout, adminBodyTimeout                                        time.Duration
 }
 
 func serve(args []string) error {
@@ -54,6 +56,9 @@ func serve(args []string) error {
 	fs.DurationVar(&c.sessionIdle, "session-idle", eventdhttp.DefaultSessionIdle, "end a dashboard session after this long without a request")
 	fs.DurationVar(&c.fsyncDelay, "fsync-delay", 0, "benchmarks only: add this delay to every fsync, to emulate a slower disk")
 	fs.StringVar(&c.adminHost, "admin-host", "", "comma-separated host names the admin listener answers for (DNS-rebinding defence): another Host header gets 421; IP addresses always pass; empty = any")
+	fs.Int64Var(&c.maxInflightBody, "max-inflight-body", eventdhttp.DefaultMaxInflightBody, "request-body bytes each listener holds at once; more answers 503 (0: no bound)")
+	fs.DurationVar(&c.adminHeaderTimeout, "admin-header-timeout", eventdhttp.DefaultAdminHeaderTimeout, "admin listener: time to receive a request's headers")
+	fs.DurationVar(&c.adminBodyTimeout, "admin-body-timeout", eventdhttp.DefaultAdminBodyTimeout, "admin listener: time to receive a request body (import excepted)")
 	fs.BoolVar(&c.webhooksAllowPrivate, "webhooks-allow-private", false, "let live-environment webhooks reach private, loopback and link-local addresses (SSRF guard off)")
 	var conns connConfig
 	conns.register(fs)
@@ -110,7 +115,8 @@ func serve(args []string) error {
 	}
 	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token,
 		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, SessionIdle: c.sessionIdle,
-		AdminHosts: strings.Split(c.adminHost, ",")})
+		AdminHosts:      strings.Split(c.adminHost, ","),
+		MaxInflightBody: inflightBody(c.maxInflightBody), AdminHeaderTimeout: c.adminHeaderTimeout, AdminBodyTimeout: c.adminBodyTimeout})
 	pub, err := listen(c.listen, c.tlsCert, c.tlsKey, conns.guard("public", log, eng.Metrics()))
 	if err != nil {
 		_ = eng.Close()
@@ -161,6 +167,14 @@ func serve(args []string) error {
 		}
 	}
 	return serveErr
+}
+
+// inflightBody maps the flag's 0 (no bound) to the server's negative.
+func inflightBody(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 // listen opens addr; guard wraps the TCP listener, under TLS if any, so that

@@ -160,12 +160,13 @@ func (b *Bucket) Admit(now time.Time, lim Limits) (allowed bool, retryAfter int6
 	return true, 0
 }
 
-// Check is Admit without counting: whether a request at now would be
-// admitted, and if not the seconds to wait. It answers requests refused for
-// another reason after the rate limit (a full disk), which count nothing.
-func (b *Bucket) Check(now time.Time, lim Limits) (allowed bool, retryAfter int64) {
-	retryAfter = b.check(b.advance(now.Unix()), lim)
-	return retryAfter == 0, retryAfter
+// Blocked reports, without counting, the whole seconds (>= 1) until Admit at
+// now could succeed, or 0 when it would succeed now. The key actor publishes
+// it so the HTTP layer can refuse an over-limit request from its headers,
+// before reading its body, and answers with it the writes refused for another
+// reason after the rate limit (a full disk), which count nothing.
+func (b *Bucket) Blocked(now time.Time, lim Limits) int64 {
+	return b.check(b.advance(now.Unix()), lim)
 }
 
 // check returns 0 when every applicable window has room at sec, else the

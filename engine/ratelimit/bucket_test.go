@@ -636,26 +636,27 @@ func BenchmarkStatus(b *testing.B) {
 	}
 }
 
-// Check answers like Admit but counts nothing.
-func TestCheckCountsNothing(t *testing.T) {
+func TestBucketBlockedDoesNotCount(t *testing.T) {
 	b := NewBucket()
-	lim := Limits{Minute: 2}
+	lim := Limits{Minute: 2, Hour: 10, Day: 100}
 	now := time.Unix(1_700_000_000, 0)
-	for i := 0; i < 5; i++ {
-		if ok, ra := b.Check(now, lim); !ok || ra != 0 {
-			t.Fatalf("Check %d on an empty bucket: %v, %d", i, ok, ra)
+	for i := 0; i < 2; i++ {
+		if r := b.Blocked(now, lim); r != 0 {
+			t.Fatalf("blocked %d s with room", r)
+		}
+		if ok, _ := b.Admit(now, lim); !ok {
+			t.Fatal("refused with room")
 		}
 	}
-	if st := b.Status(now, lim); st[0].Remaining != 2 {
-		t.Fatalf("Check counted: remaining %d", st[0].Remaining)
+	r := b.Blocked(now, lim)
+	ok, retry := b.Admit(now, lim)
+	if ok || r != retry || r < 1 {
+		t.Fatalf("Blocked %d, Admit (%v, %d)", r, ok, retry)
 	}
-	b.Admit(now, lim)
-	b.Admit(now, lim)
-	okA, raA := b.Check(now, lim)
-	if okA || raA < 1 {
-		t.Fatalf("Check on a full window: %v, %d", okA, raA)
+	if b.Blocked(now, lim) != r || b.Status(now, lim)[0].Remaining != 0 {
+		t.Fatal("Blocked changed the counts")
 	}
-	if ok, ra := b.Admit(now, lim); ok || ra != raA {
-		t.Fatalf("Admit = %v, %d; Check said %v, %d", ok, ra, okA, raA)
+	if r := b.Blocked(now.Add(61*time.Second), lim); r != 0 {
+		t.Fatalf("still blocked %d s after the minute", r)
 	}
 }
