@@ -677,11 +677,31 @@ func TestWebhookNoRedirectsAndSSRFGuard(t *testing.T) {
 	}
 }
 
+// addrCase is whether an address is allowed for a live webhook, a test one,
+// and a live one with --webhooks-allow-private.
+type addrCase struct {
+	addr                 string
+	live, test, liveFlag bool
+}
+
+func checkAddrCases(t *testing.T, cases []addrCase) {
+	t.Helper()
+	for _, c := range cases {
+		a := netip.MustParseAddr(c.addr)
+		if got := WebhookAddrAllowed(a, false, false); got != c.live {
+			t.Errorf("%s live: %v, want %v", c.addr, got, c.live)
+		}
+		if got := WebhookAddrAllowed(a, true, false); got != c.test {
+			t.Errorf("%s test: %v, want %v", c.addr, got, c.test)
+		}
+		if got := WebhookAddrAllowed(a, false, true); got != c.liveFlag {
+			t.Errorf("%s live with --webhooks-allow-private: %v, want %v", c.addr, got, c.liveFlag)
+		}
+	}
+}
+
 func TestWebhookAddrAllowed(t *testing.T) {
-	cases := []struct {
-		addr                 string
-		live, test, liveFlag bool
-	}{
+	cases := []addrCase{
 		{"93.184.216.34", true, true, true},
 		{"2606:4700::1111", true, true, true},
 		{"127.0.0.1", false, true, true},
@@ -700,18 +720,7 @@ func TestWebhookAddrAllowed(t *testing.T) {
 		{"64:ff9b::a00:1", false, false, true},
 		{"198.18.0.1", false, false, true},
 	}
-	for _, c := range cases {
-		a := netip.MustParseAddr(c.addr)
-		if got := WebhookAddrAllowed(a, false, false); got != c.live {
-			t.Errorf("%s live: %v, want %v", c.addr, got, c.live)
-		}
-		if got := WebhookAddrAllowed(a, true, false); got != c.test {
-			t.Errorf("%s test: %v, want %v", c.addr, got, c.test)
-		}
-		if got := WebhookAddrAllowed(a, false, true); got != c.liveFlag {
-			t.Errorf("%s live with --webhooks-allow-private: %v, want %v", c.addr, got, c.liveFlag)
-		}
-	}
+	checkAddrCases(t, cases)
 }
 
 func TestWebhookGoalCompletedIsIdempotent(t *testing.T) {
@@ -869,10 +878,7 @@ func TestMsgIDRoundTrip(t *testing.T) {
 // TestWebhookAddrAllowedSpecialRanges: the IANA special-purpose ranges (from
 // code.dny.dev/ssrf) are not public, whatever form the address takes.
 func TestWebhookAddrAllowedSpecialRanges(t *testing.T) {
-	cases := []struct {
-		addr                 string
-		live, test, liveFlag bool
-	}{
+	cases := []addrCase{
 		{"::127.0.0.1", false, false, true},    // IPv4-compatible ::/96 (deprecated)
 		{"::10.0.0.1", false, false, true},     // same, private
 		{"::ffff:10.0.0.1", false, true, true}, // IPv4-mapped: judged as the IPv4 address
@@ -896,18 +902,7 @@ func TestWebhookAddrAllowedSpecialRanges(t *testing.T) {
 		{"8.8.8.8", true, true, true},
 		{"2a00:1450:4001:81c::200e", true, true, true},
 	}
-	for _, c := range cases {
-		a := netip.MustParseAddr(c.addr)
-		if got := WebhookAddrAllowed(a, false, false); got != c.live {
-			t.Errorf("%s live: %v, want %v", c.addr, got, c.live)
-		}
-		if got := WebhookAddrAllowed(a, true, false); got != c.test {
-			t.Errorf("%s test: %v, want %v", c.addr, got, c.test)
-		}
-		if got := WebhookAddrAllowed(a, false, true); got != c.liveFlag {
-			t.Errorf("%s live with --webhooks-allow-private: %v, want %v", c.addr, got, c.liveFlag)
-		}
-	}
+	checkAddrCases(t, cases)
 }
 
 // The dial-time check refuses the special ranges too, so a hostname that

@@ -23,14 +23,7 @@ func startWithFileLimit(t *testing.T, nofile int, extra ...string) *Server {
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, Dir: t.TempDir(), Token: "adm_test_token_0123456789", Args: extra, Bin: script}
-	s.start()
-	t.Cleanup(func() {
-		if s.cmd != nil {
-			s.Kill()
-		}
-	})
-	return s
+	return startBin(t, script, extra...)
 }
 
 // alive fails the test if the server process has exited.

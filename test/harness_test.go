@@ -71,7 +71,14 @@ var (
 // directory; it stops the process when the test ends.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, Dir: t.TempDir(), Token: "adm_test_token_0123456789", Args: extra}
+	return startBin(t, "", extra...)
+}
+
+// startBin is Start with another binary (or a script that execs one); "" is
+// the package's binary.
+func startBin(t testing.TB, bin string, extra ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, Dir: t.TempDir(), Token: "adm_test_token_0123456789", Args: extra, Bin: bin}
 	s.start()
 	t.Cleanup(func() {
 		if s.cmd != nil {
@@ -361,12 +368,5 @@ func StartFast(t testing.TB, extra ...string) *Server {
 			t.Fatal(fastErr)
 		}
 	}
-	s := &Server{t: t, Dir: t.TempDir(), Token: "adm_test_token_0123456789", Args: extra, Bin: fastBinary}
-	s.start()
-	t.Cleanup(func() {
-		if s.cmd != nil {
-			s.Kill()
-		}
-	})
-	return s
+	return startBin(t, fastBinary, extra...)
 }
