@@ -49,6 +49,9 @@ const (
 	// value is the declared Content-Length. A client sending it only gets its
 	// own request refused.
 	unreadBodyHeader = "X-Eventd-Unread-Body"
+	// maxDiscardBody is the largest unread body of an authenticated request
+	// that is discarded (read into no buffer) to keep its connection open.
+	maxDiscardBody = 64 << 10
 	// maxPooledBody keeps buffers of unusually large bodies out of the pool.
 	maxPooledBody = 64 << 10
 )
@@ -286,11 +289,23 @@ func bufferBody(ctx *fasthttp.RequestCtx, limit, drainTo int, budget *bodyBudget
 }
 
 // closeIfBodyUnread asks for Connection: close when the handler left a
-// request body (or part of it) unread.
+// request body (or part of it) unread. A small body of an authenticated
+// request (a 429, a 415) is discarded instead, so a client over its limit
+// keeps its connection: closing every 429's connection made a client
+// hammering past its limit reconnect per request (a third of the
+// rate-limit scenario's throughput). Bodies refused from the headers
+// (unauthenticated, forbidden, too large) still close.
 func closeIfBodyUnread(ctx *fasthttp.RequestCtx) {
-	if ctx.RequestBodyStream() != nil && ctx.Request.Header.ContentLength() != 0 {
-		ctx.SetConnectionClose()
+	stream := ctx.RequestBodyStream()
+	cl := ctx.Request.Header.ContentLength()
+	if stream == nil || cl == 0 {
+		return
 	}
+	if cl > 0 && cl <= maxDiscardBody && ctx.Request.Header.Peek(unreadBodyHeader) == nil && drain(stream, int64(cl)) {
+		_ = ctx.Request.CloseBodyStream()
+		return
+	}
+	ctx.SetConnectionClose()
 }
 
 // publicHeaderReceived judges a public request with a fixed-length body from
@@ -300,7 +315,7 @@ func (s *Server) publicHeaderReceived(h *fasthttp.RequestHeader) fasthttp.Reques
 	if cl <= 0 { // no body, or chunked, which fasthttp does not prefetch
 		return fasthttp.RequestConfig{}
 	}
-	if cl <= maxReadBody && s.bodies.fits(int64(cl)) && s.publicMayRead(h) {
+	if cl <= maxReadBody && s.bodies.fits(int64(cl)) && s.publicMayRead(h, cl) {
 		return fasthttp.RequestConfig{MaxRequestBodySize: maxReadBody}
 	}
 	refuseBody(h, cl)
@@ -309,8 +324,9 @@ func (s *Server) publicHeaderReceived(h *fasthttp.RequestHeader) fasthttp.Reques
 
 // publicMayRead: the key authenticates, may use the route, its Origin is
 // allowed and (secret keys; a public key's pageviews count in no plan
-// bucket) its bucket has room. The handler decides again, with answers.
-func (s *Server) publicMayRead(h *fasthttp.RequestHeader) bool {
+// bucket) its bucket has room, or its body is small enough to discard after
+// the 429 (closeIfBodyUnread). The handler decides again, with answers.
+func (s *Server) publicMayRead(h *fasthttp.RequestHeader, cl int) bool {
 	uri := h.RequestURI()
 	p := s.eng.Authenticate(headerAPIKey(h, uri))
 	if p == nil {
@@ -336,7 +352,7 @@ func (s *Server) publicMayRead(h *fasthttp.RequestHeader) bool {
 	if batch {
 		kind = ratelimit.Batch
 	}
-	return p.Type() == engine.Public || !p.Blocked(kind, time.Now())
+	return p.Type() == engine.Public || cl <= maxDiscardBody || !p.Blocked(kind, time.Now())
 }
 
 // refuseBody makes fasthttp skip a request's body: the handler sees no body

@@ -201,6 +201,18 @@ func TestBodyRateLimitedBeforeRead(t *testing.T) {
 		}
 		c.wantClosed()
 	}
+	// A small body over the limit is discarded, not held: the 429 keeps the
+	// connection, so a client hammering past its limit need not reconnect.
+	c := dialBody(t, s.Public)
+	small := []byte(`{"event":"x"}`)
+	head := fmt.Sprintf("POST /events HTTP/1.1\nHost: x\nAuthorization: Bearer %s\nContent-Type: application/json\nContent-Length: %d", secret, len(small))
+	for i := 0; i < 3; i++ {
+		c.send(head, small)
+		resp, m := c.response()
+		if resp.StatusCode != 429 || m["error"] != "rate_limit_exceeded" || resp.Close {
+			t.Fatalf("small body over the limit, request %d: %d %v, close %v; want 429 keeping the connection", i, resp.StatusCode, m, resp.Close)
+		}
+	}
 	// The 429s counted nothing: two requests in the minute, as before them.
 	r := Do(t, "GET", s.Public+"/rate-limit", secret, nil)
 	wantStatus(t, r, 200)
