@@ -31,9 +31,9 @@ type collector struct {
 	events []CommittedEvent
 }
 
-func (c *collector) Offer(events []CommittedEvent) {
+func (c *collector) Offer(run *Run) {
 	c.mu.Lock()
-	c.events = append(c.events, events...)
+	c.events = append(c.events, run.Events...)
 	c.mu.Unlock()
 }
 

@@ -7,9 +7,10 @@ import (
 )
 
 // Subscriber receives committed events of one dataset. Offer must not block:
-// a subscriber owns a bounded queue and its own writer goroutine.
+// a subscriber owns a bounded queue and its own writer goroutine. The run is
+// shared by every subscriber of the dataset and must not be changed.
 type Subscriber interface {
-	Offer(events []CommittedEvent)
+	Offer(run *Run)
 }
 
 // Subscribe adds a subscriber to a dataset.
@@ -90,10 +91,14 @@ func (b *broadcaster) fanOut(events []CommittedEvent) {
 		for j < len(events) && events[j].Dataset == ds {
 			j++
 		}
-		run := events[i:j]
-		for sub := range b.subs[ds] {
-			sub.Offer(run)
-			b.delivered.Add(uint64(len(run)))
+		if set := b.subs[ds]; len(set) > 0 {
+			// One Run per dataset and commit, shared by its subscribers:
+			// they encode its events once between them (Run.Payloads).
+			run := NewRun(events[i:j:j])
+			for sub := range set {
+				sub.Offer(run)
+			}
+			b.delivered.Add(uint64(len(set) * (j - i)))
 		}
 		i = j
 	}

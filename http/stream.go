@@ -106,6 +106,9 @@ func (f *streamFilter) match(e *storage.Event) bool {
 	return !f.hasVisitor || (e.HasVisitor && e.VisitorID == f.visitor)
 }
 
+// all reports whether f lets every event through, so callers can skip match.
+func (f *streamFilter) all() bool { return f.events == nil && !f.hasVisitor }
+
 func (f *streamFilter) names() []string {
 	out := make([]string, 0, len(f.events))
 	for n := range f.events {
@@ -117,10 +120,17 @@ func (f *streamFilter) names() []string {
 // subscriber is one /stream connection: a bounded queue filled by the
 // broadcaster (never blocking it) and drained by its own writer.
 type subscriber struct {
-	st       *streams
-	p        *engine.Principal
-	filter   atomic.Pointer[streamFilter]
-	queue    chan *storage.Event
+	st     *streams
+	p      *engine.Principal
+	filter atomic.Pointer[streamFilter]
+	// queue holds whole runs (one commit's events of the dataset): one
+	// channel send per commit instead of one per event. Its bound is in
+	// events, as the contract counts them: queued is the number of matching
+	// events in it, limit the --stream-queue size. The channel has room
+	// for limit items, so a send never fails before queued reaches limit.
+	queue    chan streamItem
+	queued   atomic.Int64
+	limit    int64
 	control  chan wsFrame
 	overflow chan struct{}
 	shutdown chan struct{}
@@ -140,22 +150,51 @@ type closeFrame struct {
 // session: whatever is already queued is still sent.
 var closeGoingAway = closeFrame{code: websocket.CloseGoingAway, reason: "server shutting down", drain: true}
 
-// Offer queues matching events without blocking; a full queue marks the
-// subscriber as slow, and it is closed with 4008.
-func (sub *subscriber) Offer(events []actors.CommittedEvent) {
+// streamItem is one run queued for a subscriber, with the filter it was
+// offered under (the one in force at commit time, as when events were queued
+// one by one); f is nil when that filter lets every event through.
+type streamItem struct {
+	run *actors.Run
+	f   *streamFilter
+}
+
+// Offer queues the run's matching events without blocking; when they do not
+// all fit in the queue, none is queued, the subscriber is marked slow and is
+// closed with 4008. Only the broadcaster calls Offer, so queued cannot grow
+// between the check and the Add.
+func (sub *subscriber) Offer(run *actors.Run) {
 	f := sub.filter.Load()
-	for _, ce := range events {
-		if !f.match(ce.Event) {
-			continue
-		}
-		select {
-		case sub.queue <- ce.Event:
-		default:
-			sub.st.drops.Inc()
-			sub.overOnce.Do(func() { close(sub.overflow) })
-			return
+	n := int64(len(run.Events))
+	if f.all() {
+		f = nil
+	} else {
+		n = 0
+		for i := range run.Events {
+			if f.match(run.Events[i].Event) {
+				n++
+			}
 		}
 	}
+	if n == 0 {
+		return
+	}
+	if sub.queued.Load()+n > sub.limit {
+		sub.overflowed(n)
+		return
+	}
+	sub.queued.Add(n)
+	select {
+	case sub.queue <- streamItem{run: run, f: f}:
+	default: // cannot happen (room for limit items of at least one event each); be safe anyway
+		sub.queued.Add(-n)
+		sub.overflowed(n)
+	}
+}
+
+// overflowed books n events that did not fit and tells the writer to close.
+func (sub *subscriber) overflowed(n int64) {
+	sub.st.drops.Add(uint64(n))
+	sub.overOnce.Do(func() { close(sub.overflow) })
 }
 
 // end tells the writer to close the connection with c; the first call wins.
@@ -262,7 +301,8 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, fi
 	sub := &subscriber{
 		st:       s.streams,
 		p:        p,
-		queue:    make(chan *storage.Event, s.streamQueue),
+		queue:    make(chan streamItem, s.streamQueue),
+		limit:    int64(s.streamQueue),
 		control:  make(chan wsFrame, 8),
 		overflow: make(chan struct{}),
 		shutdown: make(chan struct{}),
@@ -314,10 +354,8 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 	var lastID storage.ID
 	var replayed map[storage.ID]struct{}
 	buf := make([]byte, 0, 512)
-	add := func(e *storage.Event) {
-		buf = append(buf[:0], `{"type":"event","data":`...)
-		buf = appendEvent(buf, e, true)
-		buf = append(buf, '}')
+	add := func(e *storage.Event) { // replay: events read for this subscriber alone
+		buf = appendStreamPayload(buf[:0], e)
 		fw.frame(websocket.TextMessage, buf)
 		lastID = e.ID
 		st.sent.Inc()
@@ -348,18 +386,39 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 			}
 		}
 	}
-	// drain adds what is queued now (at most a bounded amount, so pings and
-	// control frames are not starved) after e.
-	drain := func(e *storage.Event) {
-		for i := 0; ; i++ {
-			if _, dup := replayed[e.ID]; !dup {
-				add(e)
+	// addRun frames the run's events that match the filter it was offered
+	// under, with the payloads shared by every subscriber of the dataset
+	// (encoded by whichever writer gets there first), and returns how many
+	// frames it added.
+	addRun := func(it streamItem) int {
+		evs := it.run.Events
+		payloads := it.run.Payloads(appendStreamPayload)
+		var matched, framed int64
+		for i := range evs {
+			e := evs[i].Event
+			if it.f != nil && !it.f.match(e) {
+				continue
 			}
-			if i == maxFramesPerWrite {
-				return
+			matched++
+			if replayed != nil {
+				if _, dup := replayed[e.ID]; dup {
+					continue
+				}
 			}
+			fw.frame(websocket.TextMessage, payloads[i])
+			lastID = e.ID
+			framed++
+		}
+		sub.queued.Add(-matched)
+		st.sent.Add(uint64(framed))
+		return int(framed)
+	}
+	// drain adds what is queued now (whole runs, about maxFramesPerWrite
+	// events at most, so pings and control frames are not starved) after it.
+	drain := func(it streamItem) {
+		for n := addRun(it); n < maxFramesPerWrite; n += addRun(it) {
 			select {
-			case e = <-sub.queue:
+			case it = <-sub.queue:
 			default:
 				return
 			}
@@ -378,8 +437,8 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 	defer ping.Stop()
 	for {
 		select {
-		case e := <-sub.queue:
-			drain(e)
+		case it := <-sub.queue:
+			drain(it)
 		case f := <-sub.control:
 			fw.frame(f.op, f.payload)
 		case <-ping.C:
@@ -403,8 +462,8 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 			c := sub.closing
 			for c.drain {
 				select {
-				case e := <-sub.queue:
-					drain(e)
+				case it := <-sub.queue:
+					drain(it)
 					continue
 				default:
 				}
@@ -425,8 +484,18 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 	}
 }
 
-// maxFramesPerWrite bounds how many queued events one write carries.
+// maxFramesPerWrite bounds how many queued events one write carries; a run
+// is never split, so one write may carry a whole large commit more.
 const maxFramesPerWrite = 256
+
+// appendStreamPayload appends the text of an event message,
+// {"type":"event","data":{...}}: the live path encodes it once per commit
+// for all subscribers (actors.Run.Payloads), the replay per subscriber.
+func appendStreamPayload(dst []byte, e *storage.Event) []byte {
+	dst = append(dst, `{"type":"event","data":`...)
+	dst = appendEvent(dst, e, true)
+	return append(dst, '}')
+}
 
 // wsFrame is a frame the reader asks the writer to send.
 type wsFrame struct {
