@@ -486,6 +486,12 @@ func CPUText(s *Series) string {
 	if t.ClientCPU > 0 {
 		gen += fmt.Sprintf("; generator %.2f cores", CPUCores(t.ClientCPU, t.Elapsed))
 	}
+	if st := t.Stream; st != nil && st.HasClientCPU {
+		gen += fmt.Sprintf("; subscribers %.2f cores", CPUCores(st.ClientCPU, t.Elapsed))
+		if st.Delivered > 0 {
+			gen += fmt.Sprintf(", %s CPU per message", FormatDuration(st.ClientCPU/time.Duration(st.Delivered)))
+		}
+	}
 	return fmt.Sprintf("%s %.2f cores%s%s", s.Name, CPUCores(t.ServerCPU, t.Elapsed), per, gen)
 }
 
@@ -510,6 +516,9 @@ type StreamReport struct {
 	SlowConsumerMsgs uint64            `json:"slow_consumer_messages"`
 	Reconnects       uint64            `json:"reconnects"`
 	DialErrors       uint64            `json:"dial_errors"`
+	// ClientCPUS is the CPU the subscribers' process used, when they ran in
+	// one (0: not measured apart).
+	ClientCPUS float64 `json:"subscriber_cpu_s,omitempty"`
 }
 
 // StreamJSON converts a stream result.
@@ -522,6 +531,7 @@ func StreamJSON(r *StreamResult) *StreamReport {
 		MessagesPerSec: r.MessagesPerSec(), Latency: r.Latency.Summary(),
 		CreatedLatency: r.CreatedLatency.Summary(), Histogram: r.Latency.Buckets(),
 		Closes: r.Closes, SlowConsumerMsgs: r.SlowConsumer, Reconnects: r.Reconnects, DialErrors: r.DialErrors,
+		ClientCPUS: r.ClientCPU.Seconds(),
 	}
 }
 

@@ -115,6 +115,10 @@ type StreamResult struct {
 	DialErrors   uint64
 	// PerSecond is messages received per second since Mark.
 	PerSecond []uint64
+	// ClientCPU is the CPU the subscribers used from Mark until the run
+	// drained, when they ran in their own process (HasClientCPU).
+	ClientCPU    time.Duration
+	HasClientCPU bool
 }
 
 // MessagesPerSec is the delivery rate over the run.
@@ -140,6 +144,8 @@ func (r *StreamResult) Merge(o *StreamResult) {
 	r.SlowConsumer += o.SlowConsumer
 	r.Reconnects += o.Reconnects
 	r.DialErrors += o.DialErrors
+	r.ClientCPU += o.ClientCPU
+	r.HasClientCPU = r.HasClientCPU || o.HasClientCPU
 	for len(r.PerSecond) < len(o.PerSecond) {
 		r.PerSecond = append(r.PerSecond, 0)
 	}

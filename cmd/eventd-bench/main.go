@@ -62,6 +62,7 @@ type options struct {
 	noopInProc      bool
 	keep            bool
 	serveNoop       string
+	serveSubs       bool
 	batchSize       int
 	pprofDir        string
 	soak            time.Duration
@@ -78,7 +79,7 @@ type options struct {
 }
 
 // hiddenFlags are for the bench's own machinery and tests, not for users.
-var hiddenFlags = map[string]bool{"serve-noop": true}
+var hiddenFlags = map[string]bool{"serve-noop": true, "serve-subscribers": true}
 
 func run(args []string) int {
 	var o options
@@ -114,6 +115,7 @@ func run(args []string) int {
 	fs.BoolVar(&o.noopInProc, "noop-inproc", false, "serve the no-op ceiling inside this process instead of a child process")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (server data, log, Pebble store)")
 	fs.StringVar(&o.serveNoop, "serve-noop", "", "")
+	fs.BoolVar(&o.serveSubs, "serve-subscribers", false, "")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: eventd-bench [flags]\n\n")
 		fs.VisitAll(func(f *flag.Flag) {
@@ -149,6 +151,13 @@ examples:
 	})
 	if o.serveNoop != "" {
 		return serveNoopChild(o.serveNoop)
+	}
+	if o.serveSubs { // the stream scenario's subscriber process; its options follow as JSON
+		if fs.NArg() != 1 {
+			fmt.Fprintln(os.Stderr, "eventd-bench: --serve-subscribers takes the options as its one argument")
+			return 2
+		}
+		return bench.ServeSubscribers(fs.Arg(0), os.Stdin, os.Stdout)
 	}
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "eventd-bench:", err)

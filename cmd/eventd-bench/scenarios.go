@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -527,16 +528,37 @@ func buildRateLimit(e *env) *plan {
 	}
 }
 
+// subscriberSet is a running set of /stream subscribers: in a child process
+// (bench.SubscriberProcess), or in this one when that cannot be started.
+type subscriberSet interface {
+	Mark()
+	Delivered() uint64
+	WaitDrained(ctx context.Context, want uint64, idle, max time.Duration)
+	Stop() *bench.StreamResult
+}
+
+// startSubscribers runs the subscribers in a child process, the bench binary
+// with --serve-subscribers, so that their CPU is measured apart from the
+// server's and the load generator's.
+func startSubscribers(ctx context.Context, o bench.StreamOptions) (subscriberSet, error) {
+	self, err := os.Executable()
+	if err != nil {
+		info("stream: subscribers run in this process, their CPU counted as the generator's: %v", err)
+		return bench.StartSubscribers(ctx, o)
+	}
+	return bench.StartSubscriberProcess(ctx, []string{self, "--serve-subscribers"}, o)
+}
+
 // 6. Stream fan-out.
 func buildStream(e *env) *plan {
 	o := e.o
 	var key string
 	run := func(subs int, mode bench.Mode, rate float64) func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error) {
 		return func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error) {
-			var subsc *bench.Subscribers
+			var subsc subscriberSet
 			if subs > 0 {
 				var err error
-				subsc, err = bench.StartSubscribers(ctx, bench.StreamOptions{Target: e.target, Key: key, Subscribers: subs, Reconnect: true})
+				subsc, err = startSubscribers(ctx, bench.StreamOptions{Target: e.target, Key: key, Subscribers: subs, Reconnect: true})
 				if err != nil {
 					return nil, err
 				}
@@ -589,6 +611,19 @@ func buildStream(e *env) *plan {
 		judge: func(sc *bench.ScenarioResult) {
 			r := bench.Ratio(sc.Eventd, sc.Ceilings[0])
 			sc.Check(fmt.Sprintf("ingest with %d subscribers vs without", n), "≥ 0.90 (loses at most 10%)", fmtRatio(r), r >= 0.9)
+			if with, without := sc.Eventd.Total(), sc.Ceilings[0].Total(); with.HasServerCPU && without.HasServerCPU && with.OK > 0 && without.OK > 0 {
+				// What fan-out costs eventd itself: the subscribers read in
+				// their own process, so their CPU is not in the server's.
+				cw, co := with.ServerCPU/time.Duration(with.OK), without.ServerCPU/time.Duration(without.OK)
+				subsText := "subscribers' CPU not measured apart"
+				if st := with.Stream; st != nil && st.HasClientCPU && st.Delivered > 0 {
+					subsText = fmt.Sprintf("subscribers (own process) %.2f cores, %s CPU per request, %s per message",
+						bench.CPUCores(st.ClientCPU, with.Elapsed), bench.FormatDuration(st.ClientCPU/time.Duration(with.OK)),
+						bench.FormatDuration(st.ClientCPU/time.Duration(st.Delivered)))
+				}
+				sc.Note("server CPU per request: %s with %d subscribers, %s without (without/with %.2f); %s",
+					bench.FormatDuration(cw), n, bench.FormatDuration(co), float64(co)/float64(cw), subsText)
+			}
 			fixed := sc.Others[0].Total()
 			if st := fixed.Stream; st != nil {
 				p99 := st.Latency.Percentile(99)
