@@ -178,3 +178,50 @@ func TestSubscriberOfferConcurrentWithWriter(t *testing.T) {
 		t.Fatalf("overflow %v, queued %d, taken %d; want false, 0, %d", overflowed(sub), sub.queued.Load(), got, runs*per)
 	}
 }
+
+// BenchmarkStreamFanoutEncode is the user-space part of fanning one commit
+// of 10 events out to 100 subscribers: the old per-subscriber encoding
+// against the shared one. Both frame into each subscriber's buffer; the
+// write(2) that follows is the same for both and not measured.
+func BenchmarkStreamFanoutEncode(b *testing.B) {
+	const subs, per = 100, 10
+	evs := make([]storage.Event, per)
+	for i := range evs {
+		evs[i] = fanoutEvents()[0]
+		evs[i].ID[5] = byte(i)
+		evs[i].Properties = []byte(`{"sent_ns":"1768473000000000000","seq":12345,"amount":12.5,"currency":"EUR","page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_12345"}`)
+	}
+	ces := make([]actors.CommittedEvent, per)
+	for i := range evs {
+		ces[i] = actors.CommittedEvent{Dataset: 1, Event: &evs[i]}
+	}
+	writers := make([]*frameWriter, subs)
+	for i := range writers {
+		writers[i] = &frameWriter{buf: make([]byte, 0, 64<<10)}
+	}
+	b.Run("per-subscriber", func(b *testing.B) {
+		bufs := make([][]byte, subs)
+		for b.Loop() {
+			for s, fw := range writers {
+				fw.buf = fw.buf[:0]
+				for i := range evs {
+					bufs[s] = appendStreamPayload(bufs[s][:0], &evs[i])
+					fw.frame(1, bufs[s])
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*subs*per), "ns/delivery")
+	})
+	b.Run("shared", func(b *testing.B) {
+		for b.Loop() {
+			run := actors.NewRun(ces)
+			for _, fw := range writers {
+				fw.buf = fw.buf[:0]
+				for _, p := range run.Payloads(appendStreamPayload) {
+					fw.frame(1, p)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*subs*per), "ns/delivery")
+	})
+}
