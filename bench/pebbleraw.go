@@ -104,6 +104,13 @@ func (b *PebbleBaseline) Quiesce(ctx context.Context, max time.Duration) time.Du
 	return time.Since(start)
 }
 
+// State reads the store's size and LSM shape (for the loaded phase).
+func (b *PebbleBaseline) State() StoreState {
+	m := b.db.Metrics()
+	return StoreState{DiskBytes: DirSize(b.dir), HasLSM: true, L0Tables: m.Levels[0].TablesCount,
+		L0Sublevels: m.Levels[0].Sublevels, Compactions: m.Compact.NumInProgress, CompactionDebt: m.Compact.EstimatedDebt}
+}
+
 // Progress reports commits done and succeeded so far, cumulative over runs,
 // for a live progress line.
 func (b *PebbleBaseline) Progress() (done, ok uint64) { return b.done.Load(), b.ok.Load() }
