@@ -199,11 +199,12 @@ func WriteLoadedTable(w io.Writer, p *LoadedPhase) {
 		nameW, ceilW = max(nameW, len(r.Scenario)), max(ceilW, len(r.Ceiling))
 	}
 	left := func(s string, n int) string { return s + strings.Repeat(" ", max(0, n-len(s))) }
+	// AlignRight pads every cell, the first too: the rows start indented.
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%s\tfresh\tloaded\tloaded/fresh\t%s\tratio fresh\tratio loaded\tp99 fresh\tp99 loaded\t\n",
-		left("  scenario", nameW+2), left("ceiling", ceilW))
+		left("scenario", nameW), left("ceiling", ceilW))
 	for _, r := range p.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%.2f\t%.2f\t%s\t%s\t\n", left("  "+r.Scenario, nameW+2),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%.2f\t%.2f\t%s\t%s\t\n", left(r.Scenario, nameW),
 			FormatRate(r.Fresh, r.Unit), FormatRate(r.Loaded, r.Unit), r.LoadedOverFresh, left(r.Ceiling, ceilW),
 			r.FreshRatio, r.LoadedRatio, FormatDuration(time.Duration(r.FreshP99Us*1e3)), FormatDuration(time.Duration(r.LoadedP99Us*1e3)))
 	}

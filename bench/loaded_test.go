@@ -171,3 +171,21 @@ func TestPebbleFillAndState(t *testing.T) {
 		t.Errorf("state %+v", st)
 	}
 }
+
+// TestPebbleSettle: a store without debt settles at once, and the wait is
+// bounded by max.
+func TestPebbleSettle(t *testing.T) {
+	b, err := OpenPebbleBaseline(PebbleOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if d := b.Settle(context.Background(), 10*time.Second); d >= 10*time.Second {
+		t.Errorf("an empty store waited %v", d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if d := b.Settle(ctx, 10*time.Second); d >= 10*time.Second {
+		t.Errorf("a cancelled wait took %v", d)
+	}
+}

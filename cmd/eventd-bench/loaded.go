@@ -74,8 +74,9 @@ func fillPebble(ctx context.Context, e *env, prog *progress, n uint64) (*bench.R
 // eventd is not given time to compact after its load: the compaction debt
 // a store carries while it keeps taking writes is the steady state being
 // measured. The Pebble ceiling runs inside this process, so its leftover
-// flushes and compactions are waited for (at most 30 s), as after each of
-// its rounds, lest they slow down eventd's next round.
+// flushes and compactions are waited for until its compaction debt is paid
+// (at most 30 s), as after each of its rounds, lest they slow down eventd's
+// next round.
 func runLoaded(ctx context.Context, e *env, prog *progress, fresh []*bench.ScenarioResult,
 	finish func(*bench.ScenarioResult)) ([]*bench.ScenarioResult, *bench.LoadedPhase, error) {
 	n := e.o.loadedEvents
@@ -109,7 +110,7 @@ func runLoaded(ctx context.Context, e *env, prog *progress, fresh []*bench.Scena
 	}
 	pl := bench.StoreLoad{Subject: "pebble", Events: pres.Events, ElapsedS: pres.Elapsed.Seconds(), Rate: pres.EventsPerSec(),
 		How: fmt.Sprintf("raw Sync commits of %d by %d committers", loadBatch, loadConns), State: e.pebble.State()}
-	pl.QuiesceS = e.pebble.Quiesce(ctx, 30*time.Second).Seconds()
+	pl.QuiesceS = e.pebble.Settle(ctx, 30*time.Second).Seconds()
 	phase.Loads = append(phase.Loads, pl)
 	for _, l := range phase.Loads {
 		prog.note("%s: %s events in %.1f s; %s", l.Subject, groupInt(l.Events), l.ElapsedS, l.State)

@@ -10,7 +10,7 @@
 // already running (with --admin-url/--admin-token for the scenarios that
 // create keys, for profiles and for memory).
 //
-//	go run ./cmd/eventd-bench                       # the default set, fresh then loaded with 5M events, about 5 minutes
+//	go run ./cmd/eventd-bench                       # the default set, fresh then loaded with 5M events, 5-6 minutes
 //	go run ./cmd/eventd-bench --scenarios single --rounds 5 --duration 10s
 //	go run ./cmd/eventd-bench --fsync-delay 1ms     # emulate a cloud disk
 //	go run ./cmd/eventd-bench --pprof prof/         # CPU and allocation profiles
@@ -130,7 +130,7 @@ func run(args []string) int {
 		})
 		fmt.Fprint(fs.Output(), `
 examples:
-  eventd-bench                                   build, start and bench eventd (about 5 minutes)
+  eventd-bench                                   build, start and bench eventd (5-6 minutes)
   eventd-bench --loaded-events 0                 only the fresh store (about 2.5 minutes)
   eventd-bench --scenarios single,batch --rounds 5 --duration 10s
   eventd-bench --target http://127.0.0.1:8080 --key sk_live_... [--admin-url http://127.0.0.1:8081 --admin-token ...]

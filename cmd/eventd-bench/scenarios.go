@@ -66,7 +66,7 @@ func scenarioNames() []string {
 }
 
 // defaultScenarios is the short set of make bench (about 2.5 minutes, plus
-// about 2.5 for the loaded phase of single, batch and mixed);
+// 2.5-3.5 for the loaded phase of single, batch and mixed);
 // analytics loads ten million events first, so it runs when asked for.
 func defaultScenarios() []string {
 	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream"}
