@@ -121,13 +121,13 @@ func (s *Series) Total() *Result {
 
 // ScenarioResult pairs eventd's series with the ceilings it is compared to.
 type ScenarioResult struct {
-	Name string
-	// Base is the scenario run (Name without the phase: "single"), and
-	// Phase PhaseFresh or PhaseLoaded; both empty in results built by hand.
-	Base, Phase string
+	Name        string
 	Description string
 	Eventd      *Series
 	Ceilings    []*Series
+	// Base is the scenario run (Name without the phase: "single"), and
+	// Phase PhaseFresh or PhaseLoaded; both empty in results built by hand.
+	Base, Phase string
 	// Others are further measurements of eventd in the scenario that have
 	// no ceiling of their own (the stream's fixed-rate delivery run).
 	Others []*Series
