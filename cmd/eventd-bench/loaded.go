@@ -65,18 +65,19 @@ func fillPebble(ctx context.Context, e *env, prog *progress, n uint64) (*bench.R
 	return measure(ctx, e, prog, s, time.Duration(float64(n)/300_000*float64(time.Second)), "loading pebble")
 }
 
-// runLoaded is the loaded phase: it loads eventd's store and the Pebble
-// ceiling's with o.loadedEvents more events each, then runs again every
+// runLoaded is the loaded phase: it loads the Pebble ceiling's store and
+// then eventd's with o.loadedEvents more events each, then runs again every
 // fresh result's scenario that is in loadedScenarios. finish is called on
 // each loaded result (memory figures). It returns nil when there is
 // nothing to do.
 //
 // eventd is not given time to compact after its load: the compaction debt
 // a store carries while it keeps taking writes is the steady state being
-// measured. The Pebble ceiling runs inside this process, so its leftover
+// measured: its rounds start right after its load. The Pebble ceiling runs
+// inside this process, so after its own load (which comes first) its
 // flushes and compactions are waited for until its compaction debt is paid
 // (at most 30 s), as after each of its rounds, lest they slow down eventd's
-// next round.
+// rounds.
 func runLoaded(ctx context.Context, e *env, prog *progress, fresh []*bench.ScenarioResult,
 	finish func(*bench.ScenarioResult)) ([]*bench.ScenarioResult, *bench.LoadedPhase, error) {
 	n := e.o.loadedEvents
@@ -92,6 +93,17 @@ func runLoaded(ctx context.Context, e *env, prog *progress, fresh []*bench.Scena
 	phase := &bench.LoadedPhase{Events: n}
 	prog.note("loaded phase: %s more events into eventd and into the Pebble ceiling, then %d scenarios again", groupInt(n), len(todo))
 
+	// The ceiling first: it is settled before eventd's load, so that its
+	// compactions neither run inside eventd's rounds nor give eventd idle
+	// time to pay off its own debt before they start.
+	pres, err := fillPebble(ctx, e, prog, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	pl := bench.StoreLoad{Subject: "pebble", Events: pres.Events, ElapsedS: pres.Elapsed.Seconds(), Rate: pres.EventsPerSec(),
+		How: fmt.Sprintf("raw Sync commits of %d by %d committers", loadBatch, loadConns), State: e.pebble.State()}
+	pl.QuiesceS = e.pebble.Settle(ctx, 30*time.Second).Seconds()
+
 	end := time.Now().UTC()
 	res, err := loadEvents(ctx, e, prog, e.key, n, end.Add(-30*24*time.Hour), end.Add(-time.Minute), "loading eventd")
 	if err != nil {
@@ -101,17 +113,8 @@ func runLoaded(ctx context.Context, e *env, prog *progress, fresh []*bench.Scena
 	if e.dataDir != "" {
 		st.DiskBytes = bench.DirSize(e.dataDir)
 	}
-	phase.Loads = append(phase.Loads, bench.StoreLoad{Subject: "eventd", Events: res.Events, ElapsedS: res.Elapsed.Seconds(),
+	phase.Loads = append(phase.Loads, pl, bench.StoreLoad{Subject: "eventd", Events: res.Events, ElapsedS: res.Elapsed.Seconds(),
 		Rate: res.EventsPerSec(), How: loadHow(e), State: st})
-
-	pres, err := fillPebble(ctx, e, prog, n)
-	if err != nil {
-		return nil, nil, err
-	}
-	pl := bench.StoreLoad{Subject: "pebble", Events: pres.Events, ElapsedS: pres.Elapsed.Seconds(), Rate: pres.EventsPerSec(),
-		How: fmt.Sprintf("raw Sync commits of %d by %d committers", loadBatch, loadConns), State: e.pebble.State()}
-	pl.QuiesceS = e.pebble.Settle(ctx, 30*time.Second).Seconds()
-	phase.Loads = append(phase.Loads, pl)
 	for _, l := range phase.Loads {
 		prog.note("%s: %s events in %.1f s; %s", l.Subject, groupInt(l.Events), l.ElapsedS, l.State)
 	}

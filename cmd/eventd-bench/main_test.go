@@ -63,8 +63,8 @@ func TestRunAgainstNoop(t *testing.T) {
 	if got, want := strings.Join(names, ", "), "single|single|fresh, single (loaded 2k)|single|loaded, mixed|mixed|fresh, mixed (loaded 2k)|mixed|loaded"; got != want {
 		t.Fatalf("scenarios %s\nwant      %s", got, want)
 	}
-	if l := rep.Loaded; l == nil || l.Events != 2000 || len(l.Loads) != 2 || l.Loads[0].Subject != "eventd" || l.Loads[0].Events != 2000 ||
-		l.Loads[1].Subject != "pebble" || l.Loads[1].Events != 2000 || len(l.Rows) != 2 || l.Rows[1].Scenario != "mixed" || l.Rows[1].LoadedRatio <= 0 {
+	if l := rep.Loaded; l == nil || l.Events != 2000 || len(l.Loads) != 2 || l.Loads[0].Subject != "pebble" || l.Loads[0].Events != 2000 ||
+		l.Loads[1].Subject != "eventd" || l.Loads[1].Events != 2000 || len(l.Rows) != 2 || l.Rows[1].Scenario != "mixed" || l.Rows[1].LoadedRatio <= 0 {
 		t.Errorf("loaded phase %+v", l)
 	}
 	for _, sc := range rep.Scenarios {
