@@ -64,7 +64,8 @@ fuzz:
 	$(GO) test ./engine/ratelimit/ -run='^$$' -fuzz=FuzzUnmarshalBinary -fuzztime=$(FUZZTIME)
 	$(GO) test ./storage/ -run='^$$' -fuzz=FuzzDecodeRecord -fuzztime=$(FUZZTIME)
 
-# bench runs the default scenario set (about 2 minutes) and writes
+# bench runs the default scenario set, on a fresh store and again after
+# loading 5 million events (5-6 minutes), and writes
 # bench-results.json; see docs/benchmarks.md.
 bench:
 	$(GO) run ./cmd/eventd-bench $(BENCHFLAGS)

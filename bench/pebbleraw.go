@@ -104,6 +104,30 @@ func (b *PebbleBaseline) Quiesce(ctx context.Context, max time.Duration) time.Du
 	return time.Since(start)
 }
 
+// Settle waits, at most max, until the store has no flush or compaction
+// running and no compaction debt: after a bulk load a compaction may not
+// have been scheduled yet, so Quiesce alone could return at once and leave
+// the debt to run inside the next subject's round. It reports how long it
+// waited.
+func (b *PebbleBaseline) Settle(ctx context.Context, max time.Duration) time.Duration {
+	start := time.Now()
+	for time.Since(start) < max && ctx.Err() == nil {
+		m := b.db.Metrics()
+		if m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 && m.Compact.EstimatedDebt == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// State reads the store's size and LSM shape (for the loaded phase).
+func (b *PebbleBaseline) State() StoreState {
+	m := b.db.Metrics()
+	return StoreState{DiskBytes: DirSize(b.dir), HasLSM: true, L0Tables: m.Levels[0].TablesCount,
+		L0Sublevels: m.Levels[0].Sublevels, Compactions: m.Compact.NumInProgress, CompactionDebt: m.Compact.EstimatedDebt}
+}
+
 // Progress reports commits done and succeeded so far, cumulative over runs,
 // for a live progress line.
 func (b *PebbleBaseline) Progress() (done, ok uint64) { return b.done.Load(), b.ok.Load() }

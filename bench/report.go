@@ -125,6 +125,9 @@ type ScenarioResult struct {
 	Description string
 	Eventd      *Series
 	Ceilings    []*Series
+	// Base is the scenario run (Name without the phase: "single"), and
+	// Phase PhaseFresh or PhaseLoaded; both empty in results built by hand.
+	Base, Phase string
 	// Others are further measurements of eventd in the scenario that have
 	// no ceiling of their own (the stream's fixed-rate delivery run).
 	Others []*Series
@@ -389,6 +392,9 @@ type Report struct {
 	Memory []MemSample `json:"server_memory,omitempty"`
 	// Soak is the long-run memory check (--soak).
 	Soak *SoakReport `json:"soak,omitempty"`
+	// Loaded is the loaded phase: the stores' bulk loads and the fresh and
+	// loaded figures side by side.
+	Loaded *LoadedPhase `json:"loaded,omitempty"`
 	// NotDone lists scenarios the suite does not run yet, and why.
 	NotDone []string `json:"not_done,omitempty"`
 	// ElapsedS is the whole run's length.
@@ -407,6 +413,8 @@ type SoakReport struct {
 // ScenarioReport is one scenario in the JSON file.
 type ScenarioReport struct {
 	Name        string          `json:"name"`
+	Scenario    string          `json:"scenario,omitempty"`
+	Phase       string          `json:"phase,omitempty"`
 	Description string          `json:"description"`
 	Unit        string          `json:"unit"`
 	Eventd      *SeriesReport   `json:"eventd,omitempty"`
@@ -591,7 +599,7 @@ func SeriesJSON(s *Series, origin time.Time) SeriesReport {
 
 // ScenarioJSON converts a scenario for the results file.
 func ScenarioJSON(sc *ScenarioResult, origin time.Time) ScenarioReport {
-	out := ScenarioReport{Name: sc.Name, Description: sc.Description, Targets: sc.Targets, Notes: sc.Notes,
+	out := ScenarioReport{Name: sc.Name, Scenario: sc.Base, Phase: sc.Phase, Description: sc.Description, Targets: sc.Targets, Notes: sc.Notes,
 		Memory: sc.Memory, Profiles: sc.Profiles, LoadAvg: sc.Load, StartS: sc.StartS, EndS: sc.EndS}
 	if sc.Eventd != nil {
 		e := SeriesJSON(sc.Eventd, origin)

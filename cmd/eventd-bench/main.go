@@ -10,7 +10,7 @@
 // already running (with --admin-url/--admin-token for the scenarios that
 // create keys, for profiles and for memory).
 //
-//	go run ./cmd/eventd-bench                       # every scenario, about 2 minutes
+//	go run ./cmd/eventd-bench                       # the default set, fresh then loaded with 5M events, 5-6 minutes
 //	go run ./cmd/eventd-bench --scenarios single --rounds 5 --duration 10s
 //	go run ./cmd/eventd-bench --fsync-delay 1ms     # emulate a cloud disk
 //	go run ./cmd/eventd-bench --pprof prof/         # CPU and allocation profiles
@@ -76,6 +76,7 @@ type options struct {
 	streamRate      float64
 	analyticsEvents int
 	analyticsRate   float64
+	loadedEvents    uint64
 }
 
 // hiddenFlags are for the bench's own machinery and tests, not for users.
@@ -112,6 +113,7 @@ func run(args []string) int {
 	fs.Float64Var(&o.streamRate, "stream-rate", 5000, "stream scenario: events/s of the fixed-rate delivery-latency run")
 	fs.IntVar(&o.analyticsEvents, "analytics-events", 10_000_000, "analytics scenario: events loaded over the last 30 days before the queries")
 	fs.Float64Var(&o.analyticsRate, "analytics-rate", 200, "analytics scenario: open-loop queries/s (spread over enough keys to stay under 50 a minute each)")
+	fs.Uint64Var(&o.loadedEvents, "loaded-events", 5_000_000, "after the fresh runs, load this many more events into eventd and the Pebble ceiling and run single, batch and mixed again (the steady-state figures); 0: skip")
 	fs.BoolVar(&o.noopInProc, "noop-inproc", false, "serve the no-op ceiling inside this process instead of a child process")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (server data, log, Pebble store)")
 	fs.StringVar(&o.serveNoop, "serve-noop", "", "")
@@ -130,7 +132,8 @@ func run(args []string) int {
 		})
 		fmt.Fprint(fs.Output(), `
 examples:
-  eventd-bench                                   build, start and bench eventd (about 2 minutes)
+  eventd-bench                                   build, start and bench eventd (5-6 minutes)
+  eventd-bench --loaded-events 0                 only the fresh store (about 2.5 minutes)
   eventd-bench --scenarios single,batch --rounds 5 --duration 10s
   eventd-bench --target http://127.0.0.1:8080 --key sk_live_... [--admin-url http://127.0.0.1:8081 --admin-token ...]
   eventd-bench --fsync-delay 1ms                 a slow disk, for eventd and the Pebble ceiling
@@ -224,7 +227,8 @@ type env struct {
 	srv      *bench.Eventd // nil with --target
 	admin    *bench.Admin  // nil when the admin API is out of reach
 	noopURL  string
-	noopPID  int // the no-op child, for its CPU time; 0 in-process
+	noopPID  int    // the no-op child, for its CPU time; 0 in-process
+	dataDir  string // the started eventd's data directory; "" with --target
 	pebble   *bench.PebbleBaseline
 	tmpl     *bench.Template
 	origin   time.Time
@@ -267,6 +271,9 @@ func benchMain(ctx context.Context, o *options) error {
 		"ratelimit_keys": o.rlKeys, "ratelimit_limit_per_min": o.rlLimit,
 		"stream_subscribers": o.streamSubs, "stream_rate": o.streamRate,
 	}
+	if o.loadedEvents > 0 && slices.ContainsFunc(o.scenarioList(), func(s string) bool { return slices.Contains(loadedScenarios, s) }) {
+		config["loaded_events"] = o.loadedEvents
+	}
 	if slices.Contains(o.scenarioList(), "analytics") {
 		config["analytics_events"] = o.analyticsEvents
 		config["analytics_rate"] = o.analyticsRate
@@ -289,6 +296,7 @@ func benchMain(ctx context.Context, o *options) error {
 			}
 		}()
 		e.target, e.admin = e.srv.URL, e.srv.Admin
+		e.dataDir = filepath.Join(tmp, "data")
 		e.mem = &bench.MemSource{PID: e.srv.PID(), Admin: e.admin}
 		config["target"] = "started"
 	case "noop":
@@ -346,9 +354,15 @@ func benchMain(ctx context.Context, o *options) error {
 
 	prog := newProgress(os.Stderr)
 	defer prog.stop()
+	withMemory := func(sc *bench.ScenarioResult) {
+		if sampler != nil {
+			m := bench.AnalyzeMemory(bench.Between(sampler.Samples(), sc.StartS, sc.EndS), 0)
+			sc.Memory = &m
+		}
+	}
 	var results []*bench.ScenarioResult
 	for _, name := range o.scenarioList() {
-		sc, skipped, err := runScenario(ctx, e, prog, name)
+		sc, skipped, err := runScenario(ctx, e, prog, name, bench.PhaseFresh)
 		if err != nil {
 			return err
 		}
@@ -357,12 +371,16 @@ func benchMain(ctx context.Context, o *options) error {
 			prog.note("skipping %s: %s", name, skipped)
 			continue
 		}
-		if sampler != nil {
-			m := bench.AnalyzeMemory(bench.Between(sampler.Samples(), sc.StartS, sc.EndS), 0)
-			sc.Memory = &m
-		}
+		withMemory(sc)
 		results = append(results, sc)
 	}
+	loaded, phase, err := runLoaded(ctx, e, prog, results, withMemory)
+	if err != nil {
+		return err
+	}
+	results = interleave(results, loaded)
+	rep.Loaded = phase
+	crossTargets(results)
 	if o.soak > 0 {
 		sk, err := runSoak(ctx, e, prog)
 		if err != nil {
@@ -379,6 +397,7 @@ func benchMain(ctx context.Context, o *options) error {
 	if len(results) > 0 {
 		bench.WriteTable(os.Stdout, results)
 	}
+	bench.WriteLoadedTable(os.Stdout, rep.Loaded)
 	if sk := rep.Soak; sk != nil {
 		fmt.Printf("\nsoak (%s, %v): %s\n  RSS %s -> %s, peak %s; slope %s/min (Go heap in use: %s/min); %s, p99 %s\n",
 			sk.Workload, time.Duration(sk.Duration*float64(time.Second)).Round(time.Second), sk.Trend.FlatReason,
@@ -426,8 +445,15 @@ func benchMain(ctx context.Context, o *options) error {
 
 // runScenario runs one scenario's warm-up and rounds (ABBA order), then its
 // profiled runs; skipped says why a scenario could not run here.
-func runScenario(ctx context.Context, e *env, prog *progress, name string) (*bench.ScenarioResult, string, error) {
+//
+// phase is bench.PhaseFresh, or bench.PhaseLoaded for the second run of an
+// ingest scenario on loaded stores (named e.g. "single (loaded 5M)").
+func runScenario(ctx context.Context, e *env, prog *progress, name, phase string) (*bench.ScenarioResult, string, error) {
 	def := scenarioDefs[name]
+	display := name
+	if phase == bench.PhaseLoaded {
+		display = bench.LoadedName(name, e.o.loadedEvents)
+	}
 	p := def.build(e)
 	if p.needsAdmin && e.admin == nil {
 		return nil, "needs the admin API to create keys (give --admin-url and --admin-token with --target)", nil
@@ -435,7 +461,7 @@ func runScenario(ctx context.Context, e *env, prog *progress, name string) (*ben
 	if p.needsEventd && e.srv == nil && e.admin == nil {
 		return nil, "needs eventd (not the no-op target)", nil
 	}
-	sc := &bench.ScenarioResult{Name: name, Description: def.description,
+	sc := &bench.ScenarioResult{Name: display, Base: name, Phase: phase, Description: def.description,
 		Eventd: &bench.Series{Name: p.eventd.name, Unit: p.eventd.unit}}
 	sc.Load[0] = bench.LoadAvg()[0]
 	sc.StartS = time.Since(e.origin).Seconds()
@@ -458,7 +484,7 @@ func runScenario(ctx context.Context, e *env, prog *progress, name string) (*ben
 	all := append(append([]subject{p.eventd}, p.ceilings...), p.others...)
 	if e.o.warmup > 0 {
 		for _, s := range all {
-			if _, err := measure(ctx, e, prog, s, e.o.warmup, fmt.Sprintf("%s warm-up", name)); err != nil {
+			if _, err := measure(ctx, e, prog, s, e.o.warmup, fmt.Sprintf("%s warm-up", display)); err != nil {
 				return nil, "", err
 			}
 		}
@@ -471,7 +497,7 @@ func runScenario(ctx context.Context, e *env, prog *progress, name string) (*ben
 			order = reversed(all)
 		}
 		for _, s := range order {
-			res, err := measure(ctx, e, prog, s, e.o.duration, fmt.Sprintf("%s %d/%d", name, r+1, e.o.rounds))
+			res, err := measure(ctx, e, prog, s, e.o.duration, fmt.Sprintf("%s %d/%d", display, r+1, e.o.rounds))
 			if err != nil {
 				return nil, "", err
 			}
@@ -486,9 +512,9 @@ func runScenario(ctx context.Context, e *env, prog *progress, name string) (*ben
 			if !s.server {
 				continue
 			}
-			files, err := profileRun(ctx, e, prog, name, s)
+			files, err := profileRun(ctx, e, prog, display, s)
 			if err != nil {
-				prog.note("profile of %s %s: %v", name, s.name, err)
+				prog.note("profile of %s %s: %v", display, s.name, err)
 			}
 			sc.Profiles = append(sc.Profiles, files...)
 		}
@@ -536,7 +562,8 @@ var nonSlug = regexp.MustCompile(`[^a-zA-Z0-9]+`)
 // with go tool pprof -base.
 func profileRun(ctx context.Context, e *env, prog *progress, scenario string, s subject) ([]string, error) {
 	secs := max(int(math.Ceil(e.o.duration.Seconds())), 3)
-	base := filepath.Join(e.o.pprofDir, scenario+"-"+strings.Trim(nonSlug.ReplaceAllString(s.name, "-"), "-"))
+	slug := func(s string) string { return strings.Trim(nonSlug.ReplaceAllString(s, "-"), "-") }
+	base := filepath.Join(e.o.pprofDir, slug(scenario)+"-"+slug(s.name))
 	files := []string{base + ".allocs.before.pprof", base + ".cpu.pprof", base + ".allocs.pprof"}
 	if err := e.admin.SaveProfile(ctx, "allocs", "", files[0]); err != nil {
 		return nil, err

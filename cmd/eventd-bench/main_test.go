@@ -10,13 +10,14 @@ import (
 
 // TestRunAgainstNoop drives the whole command against the in-process no-op
 // server: scenarios that need eventd's admin API are skipped and listed,
-// the others produce the JSON and HTML files. It checks the plumbing, not
-// speed: no figure is asserted.
+// the others produce the JSON and HTML files, and single and mixed run
+// again after a (tiny) loaded phase. It checks the plumbing, not speed: no
+// figure is asserted.
 func TestRunAgainstNoop(t *testing.T) {
 	dir := t.TempDir()
 	jsonOut, htmlOut := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
 	code := run([]string{"--target", "noop", "--noop-inproc", "--scenarios", "single,mixed,ratelimit",
-		"--rounds", "2", "--duration", "200ms", "--warmup", "0", "--json", jsonOut, "--html", htmlOut})
+		"--rounds", "2", "--duration", "200ms", "--warmup", "0", "--json", jsonOut, "--html", htmlOut, "--loaded-events", "2000"})
 	if code != 0 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -26,8 +27,10 @@ func TestRunAgainstNoop(t *testing.T) {
 	}
 	var rep struct {
 		Scenarios []struct {
-			Name   string `json:"name"`
-			Eventd struct {
+			Name     string `json:"name"`
+			Scenario string `json:"scenario"`
+			Phase    string `json:"phase"`
+			Eventd   struct {
 				OK     uint64 `json:"ok"`
 				Rounds []any  `json:"rounds"`
 			} `json:"eventd"`
@@ -37,12 +40,32 @@ func TestRunAgainstNoop(t *testing.T) {
 			} `json:"ceilings"`
 		} `json:"scenarios"`
 		NotDone []string `json:"not_done"`
+		Loaded  *struct {
+			Events uint64 `json:"events"`
+			Loads  []struct {
+				Subject string `json:"subject"`
+				Events  uint64 `json:"events"`
+			} `json:"loads"`
+			Rows []struct {
+				Scenario    string  `json:"scenario"`
+				FreshRatio  float64 `json:"fresh_ratio"`
+				LoadedRatio float64 `json:"loaded_ratio"`
+			} `json:"rows"`
+		} `json:"loaded"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Scenarios) != 2 || rep.Scenarios[0].Name != "single" || rep.Scenarios[1].Name != "mixed" {
-		t.Fatalf("scenarios %+v", rep.Scenarios)
+	var names []string
+	for _, sc := range rep.Scenarios {
+		names = append(names, sc.Name+"|"+sc.Scenario+"|"+sc.Phase)
+	}
+	if got, want := strings.Join(names, ", "), "single|single|fresh, single (loaded 2k)|single|loaded, mixed|mixed|fresh, mixed (loaded 2k)|mixed|loaded"; got != want {
+		t.Fatalf("scenarios %s\nwant      %s", got, want)
+	}
+	if l := rep.Loaded; l == nil || l.Events != 2000 || len(l.Loads) != 2 || l.Loads[0].Subject != "pebble" || l.Loads[0].Events != 2000 ||
+		l.Loads[1].Subject != "eventd" || l.Loads[1].Events != 2000 || len(l.Rows) != 2 || l.Rows[1].Scenario != "mixed" || l.Rows[1].LoadedRatio <= 0 {
+		t.Errorf("loaded phase %+v", l)
 	}
 	for _, sc := range rep.Scenarios {
 		if sc.Eventd.OK == 0 || len(sc.Eventd.Rounds) != 2 || len(sc.Ceilings) == 0 || sc.Ceilings[0].Ratio <= 0 {
