@@ -612,7 +612,7 @@ func buildStream(e *env) *plan {
 		others:   []subject{{name: at, unit: bench.UnitRequests, eventsPer: 1, server: true, run: run(n, bench.OpenLoop, o.streamRate)}},
 		judge: func(sc *bench.ScenarioResult) {
 			r := bench.Ratio(sc.Eventd, sc.Ceilings[0])
-			sc.Check(fmt.Sprintf("ingest with %d subscribers vs without", n), "≥ 0.90 (loses at most 10%)", fmtRatio(r), r >= 0.9)
+			sc.Check(fmt.Sprintf("ingest with %d subscribers vs without", n), "≥ 0.80 (issue 12)", fmtRatio(r), r >= 0.8)
 			if with, without := sc.Eventd.Total(), sc.Ceilings[0].Total(); with.HasServerCPU && without.HasServerCPU && with.OK > 0 && without.OK > 0 {
 				// What fan-out costs eventd itself: the subscribers read in
 				// their own process, so their CPU is not in the server's.
