@@ -135,6 +135,9 @@ func (g *goalsActor) evaluate(events []CommittedEvent, force bool) {
 		touched[ce.Dataset] = true
 		g.evaluated.Inc()
 		for _, goal := range goals {
+			if ev.CreatedAt < goal.Since {
+				continue
+			}
 			c, ok := g.check(ce.Dataset, goal, ev)
 			if !ok {
 				continue

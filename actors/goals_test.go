@@ -104,15 +104,21 @@ func TestGoalsActorCatchesUpFromCursor(t *testing.T) {
 	writeEvents(t, db, ds, old)
 	writeEvents(t, db, ds, missed...)
 
+	// A goal created after some of the missed events were received counts
+	// only the later ones, though the catch-up evaluates them all.
+	newGoal := compileGoal(t, "g_new", `{"name":"n","environment":"live","type":"occurrence","event":"signup"}`)
+	newGoal.Since = now + 3
 	src := &fixedGoals{ds: ds, goals: []*analytics.Goal{
 		compileGoal(t, "g_signup", `{"name":"s","environment":"live","type":"occurrence","event":"signup"}`),
 		compileGoal(t, "g_seq", `{"name":"q","environment":"live","type":"sequence","steps":["signup","buy"],"window":60}`),
+		newGoal,
 	}}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	pid := NewGoals(system, db, src, metrics.New(), slog.New(slog.DiscardHandler))
 	// margin, alice, anonymous, bob: four completions, three visitors.
 	waitCompletions(t, db, ds, "g_signup", 4, 3)
 	waitCompletions(t, db, ds, "g_seq", 1, 1)
+	waitCompletions(t, db, ds, "g_new", 2, 1) // the anonymous one and bob's, not margin's or alice's
 	if done, _ := db.GoalCompletedBy(ds, "g_signup", "old"); done {
 		t.Errorf("an event before the cursor's margin was evaluated again")
 	}

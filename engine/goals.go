@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine/analytics"
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/storage"
 )
@@ -140,7 +141,11 @@ func (e *Engine) rebuildGoals() {
 		if !ok {
 			continue
 		}
-		m[ds] = append(m[ds], analytics.Compile(r.ID, r.GoalSpec))
+		g := analytics.Compile(r.ID, r.GoalSpec)
+		if ms, _, err := event.ParseTime(r.CreatedAt); err == nil {
+			g.Since = ms
+		}
+		m[ds] = append(m[ds], g)
 	}
 	a.mu.RUnlock()
 	for _, gs := range m {

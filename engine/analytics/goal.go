@@ -187,6 +187,11 @@ func scalar(raw []byte) (kind byte, v any) {
 type Goal struct {
 	ID   string
 	Spec GoalSpec
+	// Since is when the goal was created (Unix ms): an event received
+	// before it never completes the goal, even if it is evaluated later (a
+	// catch-up after a restart, or a commit still on its way when the goal
+	// was created), so a new goal counts from its creation on.
+	Since int64
 	// compiled forms
 	windowMs  int64
 	whereKind byte
