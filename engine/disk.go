@@ -57,7 +57,7 @@ func (e *Engine) writeGate() error {
 // DiskRefusing reports whether writes are refused for lack of space, for
 // /healthz ("degraded") and the gauge.
 func (e *Engine) DiskRefusing() bool {
-	return e.cfg.Disk.Refusing() || e.cfg.ReadOnly || storage.NoSpace(e.db.Failed())
+	return errors.Is(e.writeGate(), ErrInsufficientStorage)
 }
 
 // checkDisk reads the volume now, before a large job (an import), and

@@ -24,8 +24,13 @@ func apiKey(ctx *fasthttp.RequestCtx) []byte {
 // bearerToken reads "Authorization: Bearer <token>" (scheme case-insensitive,
 // as RFC 9110 has it), nil without one; the admin API takes the token as is.
 func bearerToken(ctx *fasthttp.RequestCtx) []byte {
-	if h := ctx.Request.Header.Peek("Authorization"); len(h) > 7 && bytes.EqualFold(h[:7], []byte("Bearer ")) {
-		return h[7:]
+	return headerBearer(&ctx.Request.Header)
+}
+
+// headerBearer is bearerToken for a bare request header (HeaderReceived).
+func headerBearer(h *fasthttp.RequestHeader) []byte {
+	if v := h.Peek("Authorization"); len(v) > 7 && bytes.EqualFold(v[:7], []byte("Bearer ")) {
+		return v[7:]
 	}
 	return nil
 }
@@ -66,20 +71,26 @@ func checkOrigin(ctx *fasthttp.RequestCtx, p *engine.Principal) *apiError {
 	if len(origin) == 0 {
 		return nil
 	}
-	allowed := p.AllowedOrigins()
-	ok := len(allowed) == 0
-	for _, o := range allowed {
-		if o == string(origin) {
-			ok = true
-			break
-		}
-	}
-	if !ok {
+	if !originAllowed(p, origin) {
 		return newError(fasthttp.StatusForbidden, codeForbidden,
 			"Origin "+string(origin)+" is not in this project's allowed origins")
 	}
 	setCORS(ctx, origin)
 	return nil
+}
+
+// originAllowed: the project lists no origins (any is allowed) or lists this one.
+func originAllowed(p *engine.Principal, origin []byte) bool {
+	allowed := p.AllowedOrigins()
+	if len(allowed) == 0 {
+		return true
+	}
+	for _, o := range allowed {
+		if o == string(origin) {
+			return true
+		}
+	}
+	return false
 }
 
 func setCORS(ctx *fasthttp.RequestCtx, origin []byte) {

@@ -56,8 +56,9 @@ const (
 	maxPooledBody = 64 << 10
 )
 
-// configureBodies makes both servers hand request bodies to the handlers
-// unread, and sets the body budgets and the admin read timeouts.
+// configureBodies sets the body budgets, the hooks that judge a request
+// from its headers and the admin read timeouts (both servers stream bodies:
+// newServer).
 func (s *Server) configureBodies(cfg Config) {
 	limit := cfg.MaxInflightBody
 	if limit == 0 {
@@ -69,10 +70,6 @@ func (s *Server) configureBodies(cfg Config) {
 			`listener="`+name+`"`, func() float64 { return float64(b.inUse.Load()) })
 		b.refused = s.metrics.Counter("eventd_http_body_refused_total",
 			"Requests answered 503 because the listener's body budget was full.", `listener="`+name+`"`)
-	}
-	for _, srv := range []*fasthttp.Server{s.public, s.admin} {
-		srv.StreamRequestBody = true
-		srv.MaxRequestBodySize = fasthttpPrefetch
 	}
 	s.public.ExpectHandler = s.publicExpect
 	s.public.HeaderReceived = s.publicHeaderReceived
@@ -338,15 +335,8 @@ func (s *Server) publicMayRead(h *fasthttp.RequestHeader, cl int) bool {
 	if !write && !p.CanRead() {
 		return false
 	}
-	if origin := h.Peek("Origin"); len(origin) > 0 {
-		allowed := p.AllowedOrigins()
-		ok := len(allowed) == 0
-		for _, o := range allowed {
-			ok = ok || o == string(origin)
-		}
-		if !ok {
-			return false
-		}
+	if origin := h.Peek("Origin"); len(origin) > 0 && !originAllowed(p, origin) {
+		return false
 	}
 	kind := ratelimit.Standard
 	if batch {
@@ -461,12 +451,4 @@ func (s *Server) adminExpect(ctx *fasthttp.RequestCtx) int {
 	}
 	s.admin.Handler(ctx)
 	return ctx.Response.StatusCode()
-}
-
-// headerBearer is bearerToken for a bare request header.
-func headerBearer(h *fasthttp.RequestHeader) []byte {
-	if v := h.Peek("Authorization"); len(v) > 7 && bytes.EqualFold(v[:7], []byte("Bearer ")) {
-		return v[7:]
-	}
-	return nil
 }

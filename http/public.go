@@ -112,9 +112,10 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx, limit int, h *heldBody) ([]b
 // the body is then never read. It returns false when it answered. A public
 // key is not refused here, as a pageview body counts in no plan bucket.
 // When the actor finds room after all, the request is counted now and
-// admitted reports true, so the write must not count it again.
-func (s *Server) admitEarly(ctx *fasthttp.RequestCtx, p *engine.Principal, kind ratelimit.Kind, now time.Time) (admitted, ok bool) {
-	if p.Type() == engine.Public || !p.Blocked(kind, now) {
+// admitted reports true, so the write must not count it again. A request
+// already failed (fail, e.g. a 403 origin) is left to refuse.
+func (s *Server) admitEarly(ctx *fasthttp.RequestCtx, p *engine.Principal, kind ratelimit.Kind, now time.Time, fail *apiError) (admitted, ok bool) {
+	if fail != nil || p.Type() == engine.Public || !p.Blocked(kind, now) {
 		return false, true
 	}
 	if _, ok := s.admit(ctx, p, kind, false); !ok {
@@ -170,12 +171,9 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 	now := time.Now()
 	receivedAt := now.UnixMilli()
 	fail := checkOrigin(ctx, p)
-	var admitted bool
-	if fail == nil {
-		var ok bool
-		if admitted, ok = s.admitEarly(ctx, p, ratelimit.Standard, now); !ok {
-			return
-		}
+	admitted, ok := s.admitEarly(ctx, p, ratelimit.Standard, now, fail)
+	if !ok {
+		return
 	}
 	var held heldBody
 	defer held.release()
@@ -208,7 +206,7 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 		s.refuse(ctx, p, kind, fail, admitted)
 		return
 	}
-	kind, ok := s.pageviewGuard(ctx, p, in.Name == "pageview", kind)
+	kind, ok = s.pageviewGuard(ctx, p, in.Name == "pageview", kind)
 	if !ok {
 		return
 	}
@@ -251,12 +249,9 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 	now := time.Now()
 	receivedAt := now.UnixMilli()
 	fail := checkOrigin(ctx, p)
-	var admitted bool
-	if fail == nil {
-		var ok bool
-		if admitted, ok = s.admitEarly(ctx, p, ratelimit.Batch, now); !ok {
-			return
-		}
+	admitted, ok := s.admitEarly(ctx, p, ratelimit.Batch, now, fail)
+	if !ok {
+		return
 	}
 	var held heldBody
 	defer held.release()

@@ -121,9 +121,8 @@ func New(cfg Config) *Server {
 	s.publicRouter, s.adminRouter = s.publicRoutes(), s.adminRoutes()
 	s.public = s.newServer("eventd-public", s.publicRouter.Handler)
 	s.admin = s.newServer("eventd-admin", s.adminHostGuard(s.adminRouter.Handler))
-	// Imports of any size arrive as a stream instead of being refused at 5
-	// MiB; imports and exports may take much longer than a request should.
-	s.admin.StreamRequestBody = true
+	// Exports may take much longer than a request should (imports get their
+	// read time in adminHeaderReceived).
 	s.admin.WriteTimeout = adminImportTimeout
 	s.configureBodies(cfg)
 	return s
@@ -135,14 +134,14 @@ func (s *Server) newServer(name string, h fasthttp.RequestHandler) *fasthttp.Ser
 		Handler:                       s.limitHeaders(h),
 		ErrorHandler:                  s.errorHandler,
 		ReadBufferSize:                readBufferSize,
-		MaxRequestBodySize:            maxReadBody,
+		MaxRequestBodySize:            fasthttpPrefetch, // body.go: streamed, read by the handlers
 		ReadTimeout:                   30 * time.Second,
 		WriteTimeout:                  30 * time.Second,
 		IdleTimeout:                   2 * time.Minute,
 		NoDefaultServerHeader:         true,
 		NoDefaultDate:                 false,
 		DisablePreParseMultipartForm:  true,
-		StreamRequestBody:             false,
+		StreamRequestBody:             true,
 		Logger:                        slogAdapter{s.log},
 		DisableHeaderNamesNormalizing: false,
 	}

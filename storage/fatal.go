@@ -118,15 +118,8 @@ func (d *DB) apply(fn func() error) (err error) {
 }
 
 // commit commits a Pebble batch with the fatal checks around it.
-func (d *DB) commit(b *pebble.Batch, o *pebble.WriteOptions) (err error) {
-	if d.readOnly {
-		return ErrReadOnly
-	}
-	if err := d.fatal.failed(); err != nil {
-		return err
-	}
-	defer d.fatal.recoverFatal(&err)
-	return b.Commit(o)
+func (d *DB) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
+	return d.apply(func() error { return b.Commit(o) })
 }
 
 // Failed is the fatal error that stopped the store, or nil.
