@@ -93,15 +93,7 @@ func (b *PebbleBaseline) Close() error {
 // the next subject's round (eventd's own compactions stay in its figures:
 // they are its cost). It reports how long it waited.
 func (b *PebbleBaseline) Quiesce(ctx context.Context, max time.Duration) time.Duration {
-	start := time.Now()
-	for time.Since(start) < max && ctx.Err() == nil {
-		m := b.db.Metrics()
-		if m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
+	return b.waitIdle(ctx, max, false)
 }
 
 // Settle waits, at most max, until the store has no flush or compaction
@@ -110,10 +102,16 @@ func (b *PebbleBaseline) Quiesce(ctx context.Context, max time.Duration) time.Du
 // the debt to run inside the next subject's round. It reports how long it
 // waited.
 func (b *PebbleBaseline) Settle(ctx context.Context, max time.Duration) time.Duration {
+	return b.waitIdle(ctx, max, true)
+}
+
+// waitIdle polls, at most max, until no flush or compaction runs (and, with
+// noDebt, no compaction debt is left); it reports how long it waited.
+func (b *PebbleBaseline) waitIdle(ctx context.Context, max time.Duration, noDebt bool) time.Duration {
 	start := time.Now()
 	for time.Since(start) < max && ctx.Err() == nil {
 		m := b.db.Metrics()
-		if m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 && m.Compact.EstimatedDebt == 0 {
+		if m.Compact.NumInProgress == 0 && m.Flush.NumInProgress == 0 && (!noDebt || m.Compact.EstimatedDebt == 0) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -167,7 +167,7 @@ func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		writeError(ctx, newError(fasthttp.StatusRequestEntityTooLarge, codeTooLarge, "Request body is larger than 16 MiB"))
+		writeError(ctx, tooLargeError(maxReadBody))
 		return
 	}
 	var te interface{ Timeout() bool }
