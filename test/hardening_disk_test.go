@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -215,6 +216,12 @@ func TestHardeningDiskFull(t *testing.T) {
 	}
 	if r := s.AdminDo(t, "GET", "/admin/v1/projects/"+project, nil); r.Status != 200 {
 		t.Fatalf("admin API on a short disk: %d %s", r.Status, r.Body)
+	}
+	// The stream (a replay of what was stored) and the dashboard keep working.
+	w := dial(t, wsURL(s, "?since="+ids[0]), bearer(key))
+	readEventID(t, w, ids[len(ids)-1])
+	if r := Do(t, "GET", s.Admin+"/", s.Token, nil); r.Status != 200 || !bytes.Contains(r.Body, []byte("/assets/app.js")) {
+		t.Fatalf("dashboard on a short disk: %d", r.Status)
 	}
 	if n := strings.Count(s.Logs(), "refusing writes with 507"); n != 1 {
 		t.Errorf("%d refusal log lines, want one per state change", n)
