@@ -281,11 +281,13 @@ func (e *Engine) AllowPageview(ip string, now time.Time) (bool, int64) {
 	return e.ipGuard.Allow(ip, now)
 }
 
-// GetEvent reads one event of p's dataset.
+// GetEvent reads one event of p's dataset. An event older than the
+// retention cutoff is not found even before the sweep has deleted it (the
+// sweep runs at start and hourly), as List already starts at the cutoff.
 func (e *Engine) GetEvent(p *Principal, id storage.ID) (storage.Event, error) {
 	ev, err := e.db.GetEvent(p.dataset, id)
-	if errors.Is(err, storage.ErrNotFound) {
-		return ev, ErrNotFound
+	if errors.Is(err, storage.ErrNotFound) || (err == nil && ev.Timestamp < p.cutoff(time.Now())) {
+		return storage.Event{}, ErrNotFound
 	}
 	return ev, err
 }
