@@ -27,6 +27,9 @@ type Config struct {
 	Metrics *metrics.Registry
 	// FS replaces the filesystem under Pebble (tests and benchmarks).
 	FS vfs.FS
+	// DerivedInterval is how often counters and rollups kept in memory are
+	// checkpointed to Pebble (0: storage.DefaultDerivedInterval).
+	DerivedInterval time.Duration
 	// KeyIdle is how long an unused key actor lives (default 5 min).
 	KeyIdle time.Duration
 	// MaxQueued is the number of queued commits past which writes get 503 (default 4096 per shard).
@@ -111,7 +114,8 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = 10 * time.Second
 	}
-	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly})
+	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly,
+		DerivedInterval: cfg.DerivedInterval})
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +157,14 @@ func Open(cfg Config) (*Engine, error) {
 	e.keys = actors.NewKeys(e.system, db, e.shards, cfg.Logger, cfg.KeyIdle)
 	e.startDisk()
 	e.metrics.GaugeFunc("eventd_key_actors", "Live key actors.", "", func() float64 { return float64(e.keys.Len()) })
+	e.metrics.GaugeFunc("eventd_derived_buckets", "Counter and rollup buckets held in memory until the next checkpoint.", "", func() float64 {
+		b, _ := e.db.DerivedBacklog()
+		return float64(b)
+	})
+	e.metrics.GaugeFunc("eventd_derived_commits", "Commits folded into memory since the last checkpoint; a crash replays them at start.", "", func() float64 {
+		_, c := e.db.DerivedBacklog()
+		return float64(c)
+	})
 	if err := e.loadJobs(); err != nil {
 		e.log.Error("load jobs", "err", err)
 	}

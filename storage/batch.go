@@ -2,39 +2,32 @@ package storage
 
 import (
 	"encoding/binary"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// counterDelta identifies one counter bucket within a batch.
-type counterDelta struct {
-	ds    uint32
-	name  string
-	level byte
-	start int64
-}
-
 // Batch collects events and idempotency records for one atomic commit.
-// Counter increments are summed in memory first so that a group commit of
-// many events in one minute writes one merge operand per bucket, not one per event.
+// What the events add to counters and rollups is summed per minute cell in
+// memory and written as one L log entry (derived.go), not as merge operands
+// per event and bucket.
 type Batch struct {
-	db       *DB
-	b        *pebble.Batch
-	counters map[counterDelta]int64
-	scratch  []byte
-	events   int
-	roll     *rollups // sums and visitor sketches, see rollup.go
+	db      *DB
+	b       *pebble.Batch
+	scratch []byte
+	events  int
+	roll    *rollups // counts, sums and visitor sketches per minute cell (rollup.go)
 }
 
 // NewBatch starts an empty batch.
 func (d *DB) NewBatch() *Batch {
-	return &Batch{db: d, b: d.db.NewBatch(), counters: make(map[counterDelta]int64)}
+	return &Batch{db: d, b: d.db.NewBatch()}
 }
 
 // Len is the number of events added.
 func (b *Batch) Len() int { return b.events }
 
-// AddEvent writes the record, its indexes and its counter increments.
+// AddEvent writes the record and its indexes and counts it in the derived data.
 func (b *Batch) AddEvent(ds uint32, e *Event) {
 	b.events++
 	k := eventKey(b.scratch[:0], ds, e.ID)
@@ -55,13 +48,7 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 		_ = b.b.Set(k, []byte(e.Name), nil)
 	}
 	b.scratch = k[:0]
-
-	for _, level := range [...]byte{LevelMinute, LevelHour, LevelDay} {
-		start := e.Timestamp - e.Timestamp%levelWidth(level)
-		b.counters[counterDelta{ds, "", level, start}]++
-		b.counters[counterDelta{ds, e.Name, level, start}]++
-	}
-	b.addRollups(ds, e)
+	b.derive(ds, e, 1, true)
 }
 
 // IdemRecord is what an idempotency key remembers.
@@ -85,28 +72,46 @@ func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
 	b.scratch = v[:0]
 }
 
-// Commit writes the batch; with sync it returns only after the WAL is fsynced.
+// Commit writes the batch; with sync it returns only after the WAL is
+// fsynced. Its derived data goes in as one L entry and, once committed, into
+// the overlay that reads add to Pebble's counters and rollups.
 func (b *Batch) Commit(sync bool) error {
-	var val [8]byte
-	for c, n := range b.counters {
-		k := counterPrefix(b.scratch[:0], c.ds, c.name, c.level)
-		k = appendTS(k, c.start)
-		binary.LittleEndian.PutUint64(val[:], uint64(n))
-		_ = b.b.Merge(k, val[:], nil)
-		b.scratch = k[:0]
+	r := b.roll
+	var seq uint64
+	if r != nil && len(r.cells) > 0 {
+		for _, a := range r.cells {
+			if len(a.hll) > 1 {
+				slices.Sort(a.hll)
+				a.hll = dedupeEntries(a.hll)
+			}
+		}
+		seq = b.db.derived.seq.Add(1)
+		k := logKey(b.scratch[:0], seq)
+		v := appendLog(k[len(k):], r)
+		_ = b.b.Set(k, v, nil)
+		b.scratch = v[:0]
 	}
-	clear(b.counters)
-	b.flushRollups()
 	opts := pebble.NoSync
 	if sync {
 		opts = pebble.Sync
 	}
-	return b.db.commit(b.b, opts)
+	err := b.db.commit(b.b, opts)
+	if err == nil && seq != 0 {
+		b.db.derived.fold(seq, r)
+	}
+	if r != nil {
+		r.reset()
+	}
+	return err
 }
 
 // Close releases the batch; it must not be used afterwards.
 func (b *Batch) Close() {
-	b.releaseRollups()
+	if b.roll != nil {
+		b.roll.reset()
+		rollupPool.Put(b.roll)
+		b.roll = nil
+	}
 	_ = b.b.Close()
 }
 

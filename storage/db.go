@@ -25,6 +25,9 @@ type Options struct {
 	// error it cannot go on from (see FatalError); it must end the process.
 	// nil exits with ExitFatal at once.
 	OnFatal func(error)
+	// DerivedInterval is how often counters and rollups held in memory are
+	// checkpointed to Pebble (default DefaultDerivedInterval; derived.go).
+	DerivedInterval time.Duration
 }
 
 // DefaultCacheSize is the block cache when Options.CacheSize is 0. Pebble's
@@ -38,6 +41,7 @@ type DB struct {
 	db       *pebble.DB
 	fatal    *fatalState
 	readOnly bool
+	derived  *derived
 }
 
 // ErrNotFound is returned by lookups of missing records.
@@ -78,11 +82,30 @@ func Open(dir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	return &DB{db: db, fatal: fatal, readOnly: o.ReadOnly}, nil
+	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly}
+	d.derived = newDerived(d, o.Logger, o.DerivedInterval)
+	n, err := d.derived.replayLog()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("replay the derived log of %s: %w", dir, err)
+	}
+	if n > 0 && o.Logger != nil {
+		o.Logger.Info("derived log replayed", "commits", n)
+	}
+	if !o.ReadOnly {
+		d.derived.checkpoint()
+		go d.derived.run()
+	}
+	return d, nil
 }
 
-// Close flushes and closes the store.
-func (d *DB) Close() error { return d.db.Close() }
+// Close checkpoints the derived data, then flushes and closes the store.
+func (d *DB) Close() error {
+	if !d.readOnly {
+		d.derived.close()
+	}
+	return d.db.Close()
+}
 
 // Pebble exposes the underlying database for checkpoints and metrics.
 func (d *DB) Pebble() *pebble.DB { return d.db }
@@ -151,6 +174,15 @@ func (d *DB) GetWindows(keyID string) ([]byte, error) { return d.get(windowsKey(
 
 // DeleteDatasets removes every event, index entry and counter of the datasets.
 func (d *DB) DeleteDatasets(ds ...uint32) error {
+	// Checkpoint first, so no overlay bucket or L entry of these datasets
+	// is written back after the range deletions.
+	dv := d.derived
+	dv.ckptMu.Lock()
+	defer dv.ckptMu.Unlock()
+	if err := dv.checkpointLocked(); err != nil {
+		return err
+	}
+	defer dv.dropDatasets(ds)
 	b := d.db.NewBatch()
 	defer b.Close()
 	for _, n := range ds {

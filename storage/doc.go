@@ -9,10 +9,12 @@
 //	T ds ts id              -> ""        time index, for unfiltered lists
 //	N ds len name ts id     -> visitor   per-name index; the visitor id ("" if none) lets funnels skip records
 //	V ds len2 visitor ts id -> name      per-visitor index; the value lets a name filter skip records
-//	C ds len name lvl start -> int64     event counts per minute/hour/day bucket (merge operator adds)
+//	C ds len name lvl start -> int64     event counts per minute/hour/day bucket (merge operator adds;
+//	                                     written by derived checkpoints, read plus the in-memory overlay)
 //	U ds len name lvl start -> rollup   numeric property sums and a HyperLogLog sketch of visitor ids
 //	                                     per minute/hour/day bucket (merge adds sums, takes register max; rollup.go)
 //	G ds kind ...           -> goal completions and evaluation cursor (rollup_goals.go)
+//	L seq                   -> derived log: what one commit adds to C and U, until the next checkpoint (derived.go)
 //	I len keyID idemKey     -> idempotency record
 //	R keyID                 -> rate-limit windows of a key
 //	X kind 0x00 id          -> configuration record (JSON owned by the engine)

@@ -23,9 +23,12 @@ type visitorEntry struct {
 // visitor, so those days are recomputed from the events that remain).
 // progress, if not nil, is called with the number of events erased so far.
 //
-// Counts stay exact throughout. Sums and sketches of a rebuilt day can miss
-// events of that day committed during its rebuild (a few seconds at most);
-// that matters only for erasures touching the current day.
+// Counts stay exact throughout. A day's rebuild checkpoints the derived
+// overlay first and holds off other checkpoints until it commits, so events
+// committed during the rebuild are added on top of it; only an event
+// committed in the instant between that checkpoint and the start of the
+// scan can have its property values summed twice (sketches cannot count a
+// visitor twice). That matters only for erasures touching the current day.
 func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) (int, error) {
 	prefix := visitorPrefix(nil, ds, visitor)
 	erased := map[ID]bool{}
@@ -44,11 +47,7 @@ func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) 
 			_ = b.b.Delete(timeKey(nil, ds, en.ts, en.id), nil)
 			_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, en.name), en.ts), en.id[:]...), nil)
 			_ = b.b.Delete(append(appendTS(append([]byte(nil), prefix...), en.ts), en.id[:]...), nil)
-			for _, level := range [...]byte{LevelMinute, LevelHour, LevelDay} {
-				start := en.ts - en.ts%levelWidth(level)
-				b.counters[counterDelta{ds, "", level, start}]--
-				b.counters[counterDelta{ds, en.name, level, start}]--
-			}
+			b.addCount(ds, en.name, en.ts, -1)
 			day := floorTo(en.ts, dayMs)
 			if days[day] == nil {
 				days[day] = map[string]bool{}
@@ -149,6 +148,14 @@ func (d *DB) eraseIdempotency(erased map[ID]bool) error {
 // day for the every-event cell and the given names, from the events left:
 // the old values are deleted and the fresh ones merged in the same batch.
 func (d *DB) rebuildDay(ds uint32, day int64, names map[string]bool) error {
+	dv := d.derived
+	dv.ckptMu.Lock()
+	defer dv.ckptMu.Unlock()
+	// What the overlay holds of this day must be in Pebble before the range
+	// deletion below, which the scan then replaces.
+	if err := dv.checkpointLocked(); err != nil {
+		return err
+	}
 	b := d.NewBatch()
 	defer b.Close()
 	all := []string{""}
@@ -166,7 +173,7 @@ func (d *DB) rebuildDay(ds uint32, day int64, names map[string]bool) error {
 		}
 	}
 	err := d.ScanEvents(ds, day, day+dayMs-1, func(e *Event) bool {
-		b.addRollupsTo(ds, e, names[e.Name])
+		b.derive(ds, e, 0, names[e.Name])
 		return true
 	})
 	if err != nil {

@@ -89,12 +89,14 @@ func (d *DB) Count(ds uint32, name string, from, to int64) (int64, error) {
 		to-- // keep to+1 representable
 	}
 	plan := planCount(max(from, 0), to+1)
+	v := d.derived.view()
+	defer v.close()
 	var total int64
 	for _, bs := range plan.Buckets {
 		prefix := counterPrefix(nil, ds, name, bs.Level)
 		lo := appendTS(append([]byte(nil), prefix...), bs.Start)
 		hi := appendTS(append([]byte(nil), prefix...), bs.End)
-		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		if err != nil {
 			return 0, err
 		}
@@ -104,6 +106,7 @@ func (d *DB) Count(ds uint32, name string, from, to int64) (int64, error) {
 		if err := it.Close(); err != nil {
 			return 0, err
 		}
+		total += v.count(ds, name, bs.Level, bs.Start, bs.End)
 	}
 	var prefix []byte
 	if name == "" {

@@ -116,7 +116,8 @@ func eachRollupProp(v []byte, fn func(name []byte, s sumValue)) ([]byte, error) 
 }
 
 // rollupValueMerger is the merge operator of U keys: property sums added by
-// name (keeping the MaxBucketProperties smallest names) and sketches unioned.
+// name (keeping the MaxBucketProperties smallest names) and sketches
+// unioned. The derived overlay (derived.go) keeps one per open bucket.
 type rollupValueMerger struct {
 	props     []propSum
 	sketch    Sketch
@@ -125,7 +126,7 @@ type rollupValueMerger struct {
 
 // MergeNewer folds in an operand; order does not matter for sums and sketches.
 func (m *rollupValueMerger) MergeNewer(value []byte) error {
-	rest, err := eachRollupProp(value, m.addProp)
+	rest, err := eachRollupProp(value, func(name []byte, s sumValue) { addPropTo(m, name, s) })
 	if err != nil {
 		return err
 	}
@@ -138,8 +139,8 @@ func (m *rollupValueMerger) MergeNewer(value []byte) error {
 
 // addProp adds one property in place: operands mostly repeat the names
 // already held, so merging them allocates nothing.
-func (m *rollupValueMerger) addProp(name []byte, s sumValue) {
-	i, found := slices.BinarySearchFunc(m.props, name, func(p propSum, n []byte) int { return strings.Compare(p.name, string(n)) })
+func addPropTo[S ~string | ~[]byte](m *rollupValueMerger, name S, s sumValue) {
+	i, found := slices.BinarySearchFunc(m.props, name, func(p propSum, n S) int { return strings.Compare(p.name, string(n)) })
 	if found {
 		m.props[i].v.merge(s)
 		return
@@ -158,35 +159,17 @@ func (m *rollupValueMerger) MergeOlder(value []byte) error { return m.MergeNewer
 
 // Finish encodes the merged value.
 func (m *rollupValueMerger) Finish(bool) ([]byte, io.Closer, error) {
+	return m.appendValue(nil), nil, nil
+}
+
+// appendValue appends the encoded value. It only reads m once its sketch is
+// compacted, so a frozen overlay can be encoded while readers look at it.
+func (m *rollupValueMerger) appendValue(dst []byte) []byte {
 	var sk func([]byte) []byte
 	if m.hasSketch {
 		sk = m.sketch.AppendEncoded
 	}
-	return appendRollupValue(nil, m.props, sk), nil, nil
-}
-
-// mergeProps adds two lists sorted by name into a new sorted list of at most
-// MaxBucketProperties entries.
-func mergeProps(a, b []propSum) []propSum {
-	out := make([]propSum, 0, min(len(a)+len(b), MaxBucketProperties))
-	i, j := 0, 0
-	for (i < len(a) || j < len(b)) && len(out) < MaxBucketProperties {
-		switch {
-		case j == len(b) || i < len(a) && a[i].name < b[j].name:
-			out = append(out, a[i])
-			i++
-		case i == len(a) || b[j].name < a[i].name:
-			out = append(out, b[j])
-			j++
-		default:
-			p := a[i]
-			p.v.merge(b[j].v)
-			out = append(out, p)
-			i++
-			j++
-		}
-	}
-	return out
+	return appendRollupValue(dst, m.props, sk)
 }
 
 // rollupCell is one minute of one event name (or "" for every event) in a batch.
@@ -201,9 +184,12 @@ type propSum struct {
 	v    sumValue
 }
 
-// rollupAgg is what the events of a batch add to one cell.
+// rollupAgg is what the events of a batch add to one minute cell: its count
+// (negative when an erasure takes events away), visitor sketch entries and
+// numeric property sums.
 type rollupAgg struct {
-	hll   []uint32 // sketch entries, unsorted until flush
+	count int64
+	hll   []uint32 // sketch entries, unsorted and possibly repeated
 	props []propSum
 }
 
@@ -216,6 +202,17 @@ func (a *rollupAgg) addProp(r *rollups, name []byte, x float64) {
 		}
 	}
 	a.props = append(a.props, propSum{name: r.intern(name), v: sumValue{sum: x, n: 1}})
+}
+
+// addSum adds a property's sum read back from the log.
+func (a *rollupAgg) addSum(r *rollups, name string, s sumValue) {
+	for i := range a.props {
+		if a.props[i].name == name {
+			a.props[i].v.merge(s)
+			return
+		}
+	}
+	a.props = append(a.props, propSum{name: r.intern([]byte(name)), v: s})
 }
 
 // intern returns name as a string, allocating only the first time a pooled
@@ -232,14 +229,12 @@ func (r *rollups) intern(name []byte) string {
 	return s
 }
 
-// rollups accumulates a batch's sketch entries and property sums per minute
-// cell; hour and day values are derived from the minute cells at commit, so
-// an event costs two map lookups whatever the number of levels.
+// rollups accumulates a batch's derived data per minute cell; the overlay
+// derives hour and day buckets from the minute cells, so an event costs two
+// map lookups here whatever the number of levels.
 type rollups struct {
 	cells map[rollupCell]*rollupAgg
 	free  []*rollupAgg
-	order []rollupCell
-	tmp   []uint32
 	names map[string]string
 }
 
@@ -262,19 +257,29 @@ func (r *rollups) cell(ds uint32, name string, minute int64) *rollupAgg {
 	return a
 }
 
+// reset empties r for reuse, keeping its cells' storage.
+func (r *rollups) reset() {
+	for k, a := range r.cells {
+		a.count = 0
+		a.hll = a.hll[:0]
+		clear(a.props)
+		a.props = a.props[:0]
+		r.free = append(r.free, a)
+		delete(r.cells, k)
+	}
+}
+
 // numProp is a numeric top-level property of one event.
 type numProp struct {
 	key []byte
 	v   float64
 }
 
-// addRollups records what e adds to the property sums and visitor sketch of
-// its minute, for its name and for every event.
-func (b *Batch) addRollups(ds uint32, e *Event) { b.addRollupsTo(ds, e, true) }
-
-// addRollupsTo is addRollups that can leave out the event's own name (only
-// the every-event cell), for rebuilding the rollups of some names only.
-func (b *Batch) addRollupsTo(ds uint32, e *Event, withName bool) {
+// derive records what e adds to its minute: count to the counts (0 when
+// only rollups are rebuilt), its visitor and numeric properties to the
+// sketch and sums; for its name and for every event, or with withName false
+// for every event only (rebuilding the rollups of some names).
+func (b *Batch) derive(ds uint32, e *Event, count int64, withName bool) {
 	var nums [MaxRollupProperties]numProp
 	n := 0
 	eachNumber(e.Properties, func(key []byte, v float64) bool {
@@ -282,11 +287,8 @@ func (b *Batch) addRollupsTo(ds uint32, e *Event, withName bool) {
 		n++
 		return n < MaxRollupProperties
 	})
-	if n == 0 && !e.HasVisitor {
+	if count == 0 && n == 0 && !e.HasVisitor {
 		return
-	}
-	if b.roll == nil {
-		b.roll = rollupPool.Get().(*rollups)
 	}
 	var entry uint32
 	if e.HasVisitor {
@@ -298,126 +300,32 @@ func (b *Batch) addRollupsTo(ds uint32, e *Event, withName bool) {
 	if !withName {
 		first = 1
 	}
+	r := b.rollups()
 	for _, name := range names[first:] {
-		a := b.roll.cell(ds, name, minute)
+		a := r.cell(ds, name, minute)
+		a.count += count
 		if e.HasVisitor {
 			a.hll = append(a.hll, entry)
 		}
 		for _, p := range nums[:n] {
-			a.addProp(b.roll, p.key, p.v)
+			a.addProp(r, p.key, p.v)
 		}
 	}
 }
 
-// flushRollups writes one merge operand per cell and level into the batch.
-// Cells are sorted so that the minutes of one hour (and the hours of one day)
-// are adjacent and can be unioned without another map.
-func (b *Batch) flushRollups() {
-	r := b.roll
-	if r == nil || len(r.cells) == 0 {
-		return
-	}
-	r.order = r.order[:0]
-	for k, a := range r.cells {
-		r.order = append(r.order, k)
-		if len(a.hll) > 0 {
-			slices.Sort(a.hll)
-			a.hll = dedupeEntries(a.hll)
-		}
-		if len(a.props) > 1 {
-			slices.SortFunc(a.props, func(x, y propSum) int { return strings.Compare(x.name, y.name) })
-		}
-		if len(a.props) > MaxBucketProperties {
-			a.props = a.props[:MaxBucketProperties]
-		}
-	}
-	slices.SortFunc(r.order, func(x, y rollupCell) int {
-		if x.ds != y.ds {
-			if x.ds < y.ds {
-				return -1
-			}
-			return 1
-		}
-		if x.name != y.name {
-			if x.name < y.name {
-				return -1
-			}
-			return 1
-		}
-		return int(x.minute - y.minute) // minutes are small multiples of 60000: no overflow
-	})
-	for _, level := range [...]byte{LevelMinute, LevelHour, LevelDay} {
-		w := levelWidth(level)
-		for i := 0; i < len(r.order); {
-			c := r.order[i]
-			start := floorTo(c.minute, w)
-			j := i + 1
-			for j < len(r.order) && r.order[j].ds == c.ds && r.order[j].name == c.name && floorTo(r.order[j].minute, w) == start {
-				j++
-			}
-			b.writeGroup(c.ds, c.name, level, start, r.order[i:j])
-			i = j
-		}
-	}
-	for k, a := range r.cells {
-		a.hll = a.hll[:0]
-		clear(a.props)
-		a.props = a.props[:0]
-		r.free = append(r.free, a)
-		delete(r.cells, k)
-	}
+// addCount adds delta to the counts of one name's (and every event's) minute at ts.
+func (b *Batch) addCount(ds uint32, name string, ts int64, delta int64) {
+	minute := floorTo(ts, minuteMs)
+	r := b.rollups()
+	r.cell(ds, name, minute).count += delta
+	r.cell(ds, "", minute).count += delta
 }
 
-// writeGroup merges the cells of one bucket and writes their operand.
-func (b *Batch) writeGroup(ds uint32, name string, level byte, start int64, group []rollupCell) {
-	r := b.roll
-	first := r.cells[group[0]]
-	entries := first.hll
-	props := first.props
-	if len(group) > 1 {
-		r.tmp = r.tmp[:0]
-		var merged []propSum
-		for _, c := range group {
-			a := r.cells[c]
-			r.tmp = append(r.tmp, a.hll...)
-			merged = mergeProps(merged, a.props)
-		}
-		slices.Sort(r.tmp)
-		entries = dedupeEntries(r.tmp)
-		props = merged
+func (b *Batch) rollups() *rollups {
+	if b.roll == nil {
+		b.roll = rollupPool.Get().(*rollups)
 	}
-	var sk func([]byte) []byte
-	if len(entries) > 0 {
-		sk = func(dst []byte) []byte { return encodeEntries(dst, entries) }
-	}
-	k := appendTS(rollupPrefix(b.scratch[:0], ds, name, level), start)
-	v := appendRollupValue(k[len(k):], props, sk)
-	_ = b.b.Merge(k, v, nil)
-	b.scratch = v[:0]
-}
-
-// encodeEntries appends the stored form of a sorted, deduplicated entry list.
-func encodeEntries(dst []byte, entries []uint32) []byte {
-	if len(entries) > hllSparseMax {
-		s := Sketch{sparse: entries}
-		s.toDense()
-		return s.AppendEncoded(dst)
-	}
-	dst = append(dst, hllSparse)
-	for _, e := range entries {
-		dst = append(dst, byte(e>>16), byte(e>>8), byte(e))
-	}
-	return dst
-}
-
-// releaseRollups returns the accumulator to the pool.
-func (b *Batch) releaseRollups() {
-	if b.roll != nil {
-		if len(b.roll.cells) == 0 {
-			rollupPool.Put(b.roll)
-		}
-		b.roll = nil
-	}
+	return b.roll
 }
 
 // nameIndexValue is the value of an N key: the visitor id (empty when the

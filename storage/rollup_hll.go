@@ -82,7 +82,10 @@ func (s *Sketch) addEntry(e uint32) {
 // compact merges pending entries into the sorted list, going dense when the
 // list grows past hllSparseMax.
 func (s *Sketch) compact() {
-	if len(s.pending) == 0 || s.dense != nil {
+	if len(s.pending) == 0 {
+		return // no write: compacted sketches are read concurrently (derived.go)
+	}
+	if s.dense != nil {
 		s.pending = s.pending[:0]
 		return
 	}

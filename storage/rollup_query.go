@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -58,7 +59,7 @@ func (d *DB) Aggregate(q AggQuery) ([]Agg, error) {
 	if q.HasVisitor {
 		return out, d.visitorAggregate(q, out)
 	}
-	r := rollupReader{d: d, q: &q}
+	r := rollupReader{d: d, q: &q, v: d.derived.view()}
 	defer r.close()
 	for i := range out {
 		lo, hi := max(q.Bounds[i], 0), q.Bounds[i+1]
@@ -82,6 +83,7 @@ func (d *DB) Aggregate(q AggQuery) ([]Agg, error) {
 type rollupReader struct {
 	d   *DB
 	q   *AggQuery
+	v   *view // Pebble snapshot and the overlays of buckets not in it
 	its map[string]*pebble.Iterator
 	key []byte
 }
@@ -92,7 +94,7 @@ func (r *rollupReader) iter(prefix []byte) (*pebble.Iterator, error) {
 	}
 	lo := appendTS(append([]byte(nil), prefix...), max(r.q.Bounds[0], 0))
 	hi := appendTS(append([]byte(nil), prefix...), r.q.Bounds[len(r.q.Bounds)-1])
-	it, err := r.d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := r.v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +109,7 @@ func (r *rollupReader) close() {
 	for _, it := range r.its {
 		_ = it.Close()
 	}
+	r.v.close()
 }
 
 // scan calls fn with the value of every key of prefix whose bucket start is in [start, end).
@@ -144,10 +147,25 @@ func (r *rollupReader) add(a *Agg, bs bucketSpan) error {
 	if err != nil {
 		return err
 	}
-	if q.Property == "" && !q.Unique {
+	withRoll := q.Property != "" || q.Unique
+	s := sumValue{sum: a.Sum, n: a.N}
+	r.v.eachBucket(q.Dataset, q.Name, bs.Level, bs.Start, bs.End, func(b *bucket) {
+		a.Count += b.count
+		if !withRoll || !b.hasRoll {
+			return
+		}
+		if q.Property != "" {
+			if i, ok := slices.BinarySearchFunc(b.roll.props, q.Property, func(p propSum, n string) int { return strings.Compare(p.name, n) }); ok {
+				s.merge(b.roll.props[i].v)
+			}
+		}
+		if q.Unique && b.roll.hasSketch {
+			a.Sketch.Merge(&b.roll.sketch)
+		}
+	})
+	if !withRoll {
 		return nil
 	}
-	s := sumValue{sum: a.Sum, n: a.N}
 	err = r.scan(rollupPrefix(nil, q.Dataset, q.Name, bs.Level), bs.Start, bs.End, func(v []byte) error {
 		var visit func(name []byte, p sumValue)
 		if q.Property != "" {
@@ -299,13 +317,15 @@ func (d *DB) scanIndex(prefix []byte, from, to int64, fn func(ts int64, id ID, v
 
 // EventNames lists the event names that ever had an event in ds, sorted, by hopping from one name's counters to the next (one seek per name).
 func (d *DB) EventNames(ds uint32) ([]string, error) {
+	v := d.derived.view()
+	defer v.close()
 	base := appendDataset(nil, prefixCounter, ds)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base)})
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base)})
 	if err != nil {
 		return nil, err
 	}
 	defer it.Close()
-	var names []string
+	names := map[string]bool{}
 	for ok := it.First(); ok; {
 		k := it.Key()
 		if len(k) < datasetPrefLen+1 {
@@ -316,7 +336,7 @@ func (d *DB) EventNames(ds uint32) ([]string, error) {
 			return nil, errCorrupt
 		}
 		if n > 0 {
-			names = append(names, string(k[datasetPrefLen+1:datasetPrefLen+1+n]))
+			names[string(k[datasetPrefLen+1:datasetPrefLen+1+n])] = true
 		}
 		next := prefixEnd(k[:datasetPrefLen+1+n])
 		if next == nil {
@@ -324,8 +344,8 @@ func (d *DB) EventNames(ds uint32) ([]string, error) {
 		}
 		ok = it.SeekGE(next)
 	}
-	slices.Sort(names)
-	return names, it.Error()
+	v.names(ds, names)
+	return sortedNames(names), it.Error()
 }
 
 // GroupQuery groups the raw events of a range by the value of a property.

@@ -1,0 +1,333 @@
+package storage
+
+import (
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Derived data (the C counters and U rollups) stays out of the synced
+// commit's key count. A commit writes its events plus one L log entry that
+// holds what the commit adds to the counters and rollups, summed per minute
+// cell (derived_log.go). After the commit the same cells are folded into an
+// in-memory overlay of open buckets; every DerivedInterval a checkpoint
+// writes the overlay to Pebble as one merge operand per bucket and deletes
+// the L entries it covers, in one batch. Reads add the overlay to what
+// Pebble holds, so a total costs O(buckets), not O(commits since the last
+// memtable flush), and an event costs one key of derived data, not twelve.
+//
+// A crash loses at most the overlay: the L entries it came from are still
+// in Pebble (a checkpoint deletes them in the same atomic batch that writes
+// their sums), and Open folds them in again. The log is per commit rather
+// than a watermark event id because ids are not committed in id order (the
+// shards commit concurrently, imports keep old ids) and because an erased
+// record can no longer be re-derived, while its log entry can.
+type derived struct {
+	db       *DB
+	log      *slog.Logger
+	interval time.Duration
+	seq      atomic.Uint64 // last L sequence number handed out
+
+	// viewMu makes a reader's (snapshot, overlays) pair consistent with the
+	// checkpoint: readers hold it shared while they take both; the checkpoint
+	// holds it exclusively while it swaps overlays or applies one to Pebble.
+	viewMu sync.RWMutex
+	// mu guards the cur pointer and the content of every overlay: folds
+	// write cur under it, readers read under it.
+	mu     sync.Mutex
+	cur    *overlay
+	frozen *overlay // swapped out and being written; nil when none
+
+	// ckptMu runs one checkpoint at a time; jobs that rewrite derived keys
+	// (erasure rebuilds, dataset deletion) hold it so no checkpoint
+	// interleaves with their read-then-write.
+	ckptMu sync.Mutex
+	kick   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// maxOverlayBuckets starts a checkpoint early when the overlay grows past
+// it, e.g. an import spreading events over years of minutes.
+const maxOverlayBuckets = 1 << 16
+
+// DefaultDerivedInterval is how often the overlay is checkpointed when
+// Options.DerivedInterval is 0.
+const DefaultDerivedInterval = time.Second
+
+// seriesKey is one event name (or "" for every event) of one dataset at one level.
+type seriesKey struct {
+	ds    uint32
+	name  string
+	level byte
+}
+
+// bucket is what the overlay holds of one counter and rollup bucket.
+type bucket struct {
+	count   int64
+	roll    rollupValueMerger
+	hasRoll bool
+}
+
+// overlay is the derived data of the commits folded since a checkpoint.
+type overlay struct {
+	series  map[seriesKey]map[int64]*bucket
+	seqs    []uint64 // L entries folded in, deleted by its checkpoint
+	buckets int
+}
+
+func newOverlay() *overlay { return &overlay{series: make(map[seriesKey]map[int64]*bucket)} }
+
+func (o *overlay) empty() bool { return len(o.seqs) == 0 && o.buckets == 0 }
+
+func (o *overlay) bucket(ds uint32, name string, level byte, start int64) *bucket {
+	k := seriesKey{ds, name, level}
+	s := o.series[k]
+	if s == nil {
+		s = make(map[int64]*bucket)
+		o.series[k] = s
+	}
+	b := s[start]
+	if b == nil {
+		b = &bucket{}
+		s[start] = b
+		o.buckets++
+	}
+	return b
+}
+
+// add folds one minute cell into its minute, hour and day buckets.
+func (o *overlay) add(c rollupCell, a *rollupAgg) {
+	for _, level := range [...]byte{LevelMinute, LevelHour, LevelDay} {
+		b := o.bucket(c.ds, c.name, level, floorTo(c.minute, levelWidth(level)))
+		b.count += a.count
+		if len(a.hll) == 0 && len(a.props) == 0 {
+			continue
+		}
+		b.hasRoll = true
+		for _, e := range a.hll {
+			b.roll.sketch.addEntry(e)
+		}
+		if len(a.hll) > 0 {
+			b.roll.hasSketch = true
+		}
+		for _, p := range a.props {
+			addPropTo(&b.roll, p.name, p.v)
+		}
+	}
+}
+
+// compact settles every sketch, so a frozen overlay is only read from then on.
+func (o *overlay) compact() {
+	for _, s := range o.series {
+		for _, b := range s {
+			b.roll.sketch.compact()
+		}
+	}
+}
+
+func newDerived(d *DB, log *slog.Logger, interval time.Duration) *derived {
+	if interval <= 0 {
+		interval = DefaultDerivedInterval
+	}
+	return &derived{db: d, log: log, interval: interval, cur: newOverlay(),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// fold adds a committed batch's cells (logged as L entry seq) to the overlay.
+func (dv *derived) fold(seq uint64, r *rollups) {
+	dv.mu.Lock()
+	for c, a := range r.cells {
+		dv.cur.add(c, a)
+	}
+	dv.cur.seqs = append(dv.cur.seqs, seq)
+	big := dv.cur.buckets > maxOverlayBuckets
+	dv.mu.Unlock()
+	if big {
+		select {
+		case dv.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run checkpoints every interval, early when kicked, and once more at stop.
+func (dv *derived) run() {
+	defer close(dv.done)
+	t := time.NewTicker(dv.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-dv.stop:
+			dv.checkpoint()
+			return
+		case <-t.C:
+		case <-dv.kick:
+		}
+		dv.checkpoint()
+	}
+}
+
+// close stops the checkpoint loop after a last checkpoint.
+func (dv *derived) close() {
+	close(dv.stop)
+	<-dv.done
+}
+
+// checkpoint writes the overlay to Pebble; failures are logged and retried
+// at the next tick (the L entries keep the data safe meanwhile).
+func (dv *derived) checkpoint() {
+	dv.ckptMu.Lock()
+	defer dv.ckptMu.Unlock()
+	if err := dv.checkpointLocked(); err != nil && dv.log != nil {
+		dv.log.Error("derived checkpoint", "err", err)
+	}
+}
+
+// checkpointLocked freezes the overlay (unless a failed attempt left one
+// frozen) and writes it: one merge operand per counter and rollup bucket and
+// the deletion of its L entries, in one unsynced batch. Unsynced is enough:
+// a crash that loses the batch loses its deletions too, and the L entries
+// are folded in again at the next start.
+func (dv *derived) checkpointLocked() error {
+	if dv.db.readOnly {
+		return nil
+	}
+	if dv.frozen == nil {
+		dv.viewMu.Lock()
+		dv.mu.Lock()
+		if dv.cur.empty() {
+			dv.mu.Unlock()
+			dv.viewMu.Unlock()
+			return nil
+		}
+		dv.cur.compact()
+		dv.frozen, dv.cur = dv.cur, newOverlay()
+		dv.mu.Unlock()
+		dv.viewMu.Unlock()
+	}
+	b := dv.db.db.NewBatch()
+	defer b.Close()
+	o := dv.frozen
+	var key, val []byte
+	for sk, s := range o.series {
+		for start, bk := range s {
+			if bk.count != 0 {
+				key = appendTS(counterPrefix(key[:0], sk.ds, sk.name, sk.level), start)
+				val = appendCount(val[:0], bk.count)
+				_ = b.Merge(key, val, nil)
+			}
+			if bk.hasRoll {
+				key = appendTS(rollupPrefix(key[:0], sk.ds, sk.name, sk.level), start)
+				val = bk.roll.appendValue(val[:0])
+				_ = b.Merge(key, val, nil)
+			}
+		}
+	}
+	for _, seq := range o.seqs {
+		_ = b.Delete(logKey(key[:0], seq), nil)
+	}
+	dv.viewMu.Lock()
+	defer dv.viewMu.Unlock()
+	if err := dv.db.commit(b, pebble.NoSync); err != nil {
+		return err
+	}
+	dv.frozen = nil
+	return nil
+}
+
+// dropDatasets forgets the overlay's buckets of deleted datasets; their L
+// entries are still deleted by the next checkpoint.
+func (dv *derived) dropDatasets(ds []uint32) {
+	dv.mu.Lock()
+	defer dv.mu.Unlock()
+	for k, s := range dv.cur.series {
+		if slices.Contains(ds, k.ds) {
+			dv.cur.buckets -= len(s)
+			delete(dv.cur.series, k)
+		}
+	}
+}
+
+// view is a consistent read of derived data: a Pebble snapshot plus the
+// overlays not in it. Deltas folded into those overlays after the snapshot
+// are included too, so a view never misses what was acknowledged before it
+// was opened, and never counts a bucket's delta twice.
+type view struct {
+	dv   *derived
+	snap *pebble.Snapshot
+	gens [2]*overlay // frozen (may be nil) and current at the snapshot
+}
+
+// view opens a consistent read; close it when done.
+func (dv *derived) view() *view {
+	dv.viewMu.RLock()
+	defer dv.viewMu.RUnlock()
+	v := &view{dv: dv, snap: dv.db.db.NewSnapshot()}
+	dv.mu.Lock()
+	v.gens = [2]*overlay{dv.frozen, dv.cur}
+	dv.mu.Unlock()
+	return v
+}
+
+func (v *view) close() { _ = v.snap.Close() }
+
+// eachBucket calls fn for the overlay buckets of one series with start in
+// [from, to), under the overlay lock: fn must not keep b.
+func (v *view) eachBucket(ds uint32, name string, level byte, from, to int64, fn func(b *bucket)) {
+	k := seriesKey{ds, name, level}
+	v.dv.mu.Lock()
+	defer v.dv.mu.Unlock()
+	for _, o := range v.gens {
+		if o == nil {
+			continue
+		}
+		for start, b := range o.series[k] {
+			if start >= from && start < to {
+				fn(b)
+			}
+		}
+	}
+}
+
+// count is the overlay's part of the count of one series over [from, to).
+func (v *view) count(ds uint32, name string, level byte, from, to int64) int64 {
+	var n int64
+	v.eachBucket(ds, name, level, from, to, func(b *bucket) { n += b.count })
+	return n
+}
+
+// names adds to set the event names of ds the overlay has buckets for.
+func (v *view) names(ds uint32, set map[string]bool) {
+	v.dv.mu.Lock()
+	defer v.dv.mu.Unlock()
+	for _, o := range v.gens {
+		if o == nil {
+			continue
+		}
+		for k := range o.series {
+			if k.ds == ds && k.name != "" {
+				set[k.name] = true
+			}
+		}
+	}
+}
+
+// sortedNames is the keys of set in order.
+func sortedNames(set map[string]bool) []string {
+	return slices.Sorted(maps.Keys(set))
+}
+
+// DerivedBacklog is the number of counter and rollup buckets and of commits
+// held in memory since the last checkpoint (a crash replays those commits).
+func (d *DB) DerivedBacklog() (buckets, commits int) {
+	dv := d.derived
+	dv.mu.Lock()
+	defer dv.mu.Unlock()
+	return dv.cur.buckets, len(dv.cur.seqs)
+}
