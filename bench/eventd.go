@@ -96,6 +96,7 @@ type Eventd struct {
 	exited  chan struct{}
 	waitErr error
 	logFile *os.File
+	opts    EventdOptions
 }
 
 // StartEventd runs `eventd serve` on free loopback ports and waits until
@@ -123,6 +124,7 @@ func StartEventd(ctx context.Context, o EventdOptions) (*Eventd, error) {
 		LogPath:    o.LogPath,
 		exited:     make(chan struct{}),
 		logFile:    logf,
+		opts:       o,
 	}
 	e.Admin = &Admin{URL: e.AdminURL, Token: e.AdminToken}
 	args := append([]string{"serve",
@@ -151,6 +153,20 @@ func StartEventd(ctx context.Context, o EventdOptions) (*Eventd, error) {
 		return nil, fmt.Errorf("%v (server log: %s)\n%s", err, e.LogPath, e.LogTail(20))
 	}
 	return e, nil
+}
+
+// KillRestart kills the server with SIGKILL and starts it again on the same
+// data directory, logging to logPath; it returns the new server and how long
+// the start took, from exec to the first healthy /healthz.
+func (e *Eventd) KillRestart(ctx context.Context, logPath string) (*Eventd, time.Duration, error) {
+	_ = e.cmd.Process.Kill()
+	<-e.exited
+	e.logFile.Close()
+	o := e.opts
+	o.LogPath = logPath
+	start := time.Now()
+	n, err := StartEventd(ctx, o)
+	return n, time.Since(start), err
 }
 
 // PID is the server's process id, for profiles and memory readings.

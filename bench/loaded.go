@@ -175,9 +175,47 @@ func CompareLoaded(fresh, loaded *ScenarioResult) LoadedRow {
 type LoadedPhase struct {
 	// Events is how many events each store took before the loaded runs,
 	// on top of what the fresh runs had written.
-	Events uint64      `json:"events"`
-	Loads  []StoreLoad `json:"loads"`
-	Rows   []LoadedRow `json:"rows"`
+	Events  uint64      `json:"events"`
+	Loads   []StoreLoad `json:"loads"`
+	Rows    []LoadedRow `json:"rows"`
+	Restart *Restart    `json:"restart,omitempty"`
+}
+
+// MaxRestart is issue 12's bound on a restart after kill -9 of a loaded
+// store: the derived data rebuilt and the server healthy.
+const MaxRestart = 5 * time.Second
+
+// Restart is eventd killed with SIGKILL right after a burst of writes, then
+// started again on the same store.
+type Restart struct {
+	// Seconds from exec to a healthy /healthz.
+	Seconds float64 `json:"seconds"`
+	// TotalBefore is GET /events' total read just before the kill,
+	// TotalAfter the same after the restart: exact when equal.
+	TotalBefore int64 `json:"total_before"`
+	TotalAfter  int64 `json:"total_after"`
+	// Replayed is the number of commits the server folded in again from its
+	// derived log (its "derived log replayed" line), -1 when not logged.
+	Replayed int `json:"replayed"`
+	// DiskBytes is the store's size.
+	DiskBytes int64 `json:"disk_bytes"`
+}
+
+// WriteRestart prints the restart line with its goal.
+func WriteRestart(w io.Writer, r *Restart) {
+	if r == nil {
+		return
+	}
+	verdict := "met   "
+	if r.Seconds >= MaxRestart.Seconds() || r.TotalBefore != r.TotalAfter {
+		verdict = "MISSED"
+	}
+	exact := "exact"
+	if r.TotalBefore != r.TotalAfter {
+		exact = "NOT exact"
+	}
+	fmt.Fprintf(w, "\nrestart after kill -9 (store of %s):\n  %s healthy %.2f s after exec (goal < %v), list total %s before the kill and %s after (%s); %d commits replayed from the derived log\n",
+		FormatBytes(float64(r.DiskBytes)), verdict, r.Seconds, MaxRestart, groupThousands(r.TotalBefore), groupThousands(r.TotalAfter), exact, r.Replayed)
 }
 
 // WriteLoadedTable prints the fresh and loaded figures side by side.

@@ -189,3 +189,31 @@ func TestPebbleSettle(t *testing.T) {
 		t.Errorf("a cancelled wait took %v", d)
 	}
 }
+
+func TestWriteRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    Restart
+		want string
+	}{
+		{"met", Restart{Seconds: 1.25, TotalBefore: 5_020_000, TotalAfter: 5_020_000, Replayed: 12, DiskBytes: 1 << 30},
+			"met    healthy 1.25 s after exec (goal < 5s), list total 5,020,000 before the kill and 5,020,000 after (exact); 12 commits replayed"},
+		{"slow", Restart{Seconds: 6, TotalBefore: 10, TotalAfter: 10, Replayed: 0},
+			"MISSED healthy 6.00 s after exec"},
+		{"inexact", Restart{Seconds: 1, TotalBefore: 10, TotalAfter: 9, Replayed: -1},
+			"MISSED healthy 1.00 s after exec (goal < 5s), list total 10 before the kill and 9 after (NOT exact)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			WriteRestart(&b, &tc.r)
+			if !strings.Contains(b.String(), tc.want) {
+				t.Errorf("got %q, want it to contain %q", b.String(), tc.want)
+			}
+		})
+	}
+	var b strings.Builder
+	WriteRestart(&b, nil)
+	if b.Len() != 0 {
+		t.Errorf("nil restart printed %q", b.String())
+	}
+}

@@ -398,6 +398,9 @@ func benchMain(ctx context.Context, o *options) error {
 		bench.WriteTable(os.Stdout, results)
 	}
 	bench.WriteLoadedTable(os.Stdout, rep.Loaded)
+	if rep.Loaded != nil {
+		bench.WriteRestart(os.Stdout, rep.Loaded.Restart)
+	}
 	if sk := rep.Soak; sk != nil {
 		fmt.Printf("\nsoak (%s, %v): %s\n  RSS %s -> %s, peak %s; slope %s/min (Go heap in use: %s/min); %s, p99 %s\n",
 			sk.Workload, time.Duration(sk.Duration*float64(time.Second)).Round(time.Second), sk.Trend.FlatReason,
