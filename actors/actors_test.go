@@ -301,3 +301,90 @@ func TestBlockedUntilAndAdmittedWrites(t *testing.T) {
 		t.Fatalf("third request: allowed %v, retry after %d, blocked until %d", rep.Allowed, rep.RetryAfter, until)
 	}
 }
+
+// gatedRig is a rig whose key actors stop in their first write's disk
+// check until release is closed, so a test can queue messages behind it.
+func gatedRig(t *testing.T) (r *rig, entered chan struct{}, release chan struct{}) {
+	r = newRig(t, time.Minute)
+	entered, release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r.keys.SetWriteGate(func() error {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+		return nil
+	})
+	return r, entered, release
+}
+
+func awaitReply(t *testing.T, ch chan *Reply) *Reply {
+	t.Helper()
+	select {
+	case rep := <-ch:
+		if rep.Err != nil {
+			t.Fatalf("reply error: %v", rep.Err)
+		}
+		return rep
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply within 10 s")
+		return nil
+	}
+}
+
+// TestQueuedWritesKeepOrderPerShard: writes queued in one mailbox drain go
+// to the shards together (forward, flushWrites), each shard's still in the
+// order they were admitted, so within a shard later requests get later ids.
+func TestQueuedWritesKeepOrderPerShard(t *testing.T) {
+	r, entered, release := gatedRig(t)
+	cfg := keyConfig("key_o", ratelimit.Limits{Minute: 1e6, Hour: 1e7, Day: 1e8})
+	const n = 50
+	chans := make([]chan *Reply, n)
+	for i := range chans {
+		chans[i] = make(chan *Reply, 1)
+		r.keys.Send(cfg, &Request{Kind: ratelimit.Standard, Now: time.Now(), Write: write("o"), Reply: chans[i]})
+		if i == 0 {
+			<-entered // the rest queue up behind the first
+		}
+	}
+	close(release)
+	last := map[int]storage.ID{}
+	for i, ch := range chans {
+		res := awaitReply(t, ch).Results[0]
+		if res.Outcome != Stored {
+			t.Fatalf("write %d: %+v", i, res)
+		}
+		shard := r.shards.pick(1, uint32(i+1))
+		if prev, ok := last[shard]; ok && string(res.ID[:]) <= string(prev[:]) {
+			t.Fatalf("write %d on shard %d got id %x, not after %x", i, shard, res.ID, prev)
+		}
+		last[shard] = res.ID
+	}
+	if len(last) != r.shards.Len() {
+		t.Fatalf("writes reached %d shards, want %d", len(last), r.shards.Len())
+	}
+}
+
+// TestStopStoresQueuedWrites: a key actor stopped (a revoked key) while it
+// holds admitted writes not yet forwarded still stores and answers them.
+func TestStopStoresQueuedWrites(t *testing.T) {
+	r, entered, release := gatedRig(t)
+	cfg := keyConfig("key_s", ratelimit.Limits{Minute: 1e6, Hour: 1e7, Day: 1e8})
+	first, second := make(chan *Reply, 1), make(chan *Reply, 1)
+	r.keys.Send(cfg, &Request{Kind: ratelimit.Standard, Now: time.Now(), Write: write("s"), Reply: first})
+	<-entered
+	// Mailbox: second, poison pill; the first write's flushWrites will
+	// come after both, so only the stop can forward the two writes.
+	r.keys.Send(cfg, &Request{Kind: ratelimit.Standard, Now: time.Now(), Write: write("s"), Reply: second})
+	r.keys.Forget(cfg.ID)
+	close(release)
+	for _, ch := range []chan *Reply{first, second} {
+		res := awaitReply(t, ch).Results[0]
+		if res.Outcome != Stored {
+			t.Fatalf("outcome %+v", res)
+		}
+		if _, err := r.db.GetEvent(1, res.ID); err != nil {
+			t.Fatalf("acknowledged event not readable: %v", err)
+		}
+	}
+}
