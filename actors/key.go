@@ -40,9 +40,6 @@ type KeyConfig struct {
 // idemDone tells a key actor that a shard settled some of its idempotency keys.
 type idemDone struct{ keys []string }
 
-// flushWrites asks a key actor to forward the commits it queued (forward).
-type flushWrites struct{}
-
 // persistTick asks a key actor to save its windows if they changed.
 type persistTick struct{}
 
@@ -68,10 +65,6 @@ type keyActor struct {
 	inflight map[string]uint64
 	waiting  map[string][]blocked
 	fired    map[string]int64 // usage-alert rule -> window period it last fired in
-	// out holds admitted commits per shard until flushWrites arrives;
-	// queued counts them.
-	out    [][]*commit
-	queued int
 }
 
 func (k *keyActor) Receive(ctx actor.Context) {
@@ -85,21 +78,15 @@ func (k *keyActor) Receive(ctx actor.Context) {
 			return
 		}
 		k.handle(ctx, m)
-	case flushWrites:
-		k.flush()
 	case *idemDone:
 		k.settle(ctx, m.keys)
 	case persistTick:
 		k.persist()
 	case *actor.ReceiveTimeout:
-		if len(k.inflight) == 0 && k.queued == 0 && !k.gone {
+		if len(k.inflight) == 0 && !k.gone {
 			k.gone = k.keys.passivate(k.cfg.ID, ctx.Self(), k.persist)
 		}
 	case *actor.Stopping:
-		// Admitted writes are stored even when the actor stops before its
-		// flushWrites arrives (a revoked key, shutdown): the shards stop
-		// after the key actors.
-		k.flush()
 		if !k.gone {
 			k.persist()
 		}
@@ -209,7 +196,8 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 	if !hasIdempotencyKeys(w) {
 		// The common case: store everything as sent, no copies.
 		c.write = w
-		k.forward(ctx, c)
+		k.next++
+		k.keys.shards.send(w.Dataset, k.next, c)
 		return
 	}
 	var local map[string]int // idempotency keys earlier in this write
@@ -265,45 +253,8 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 		c.owner = ctx.Self()
 	}
 	c.write = &Write{Dataset: w.Dataset, ReceivedAt: w.ReceivedAt, Events: store}
-	k.forward(ctx, c)
-}
-
-// forward queues an admitted commit for its shard. The first commit queued
-// since the last flush sends the actor a flushWrites, which arrives after
-// every message already in its mailbox: the commits of one mailbox drain
-// then reach each shard as one message instead of one each (fewer sends,
-// wake-ups and group-commit checks), and still in the order they were
-// admitted. The idempotency keys of c are in flight from now, as before.
-func (k *keyActor) forward(ctx actor.Context, c *commit) {
 	k.next++
-	i := k.keys.shards.pick(c.write.Dataset, k.next)
-	if k.out == nil {
-		k.out = make([][]*commit, k.keys.shards.Len())
-	}
-	if k.queued == 0 {
-		ctx.Send(ctx.Self(), flushWrites{})
-	}
-	k.out[i] = append(k.out[i], c)
-	k.queued++
-}
-
-// flush sends every queued commit to its shard, one message per shard.
-func (k *keyActor) flush() {
-	if k.queued == 0 {
-		return
-	}
-	for i, cs := range k.out {
-		if len(cs) == 0 {
-			continue
-		}
-		if k.keys.shards.deliver(i, cs) {
-			k.out[i] = nil // the shard owns the slice now
-		} else {
-			clear(cs)
-			k.out[i] = cs[:0]
-		}
-	}
-	k.queued = 0
+	k.keys.shards.send(w.Dataset, k.next, c)
 }
 
 func hasIdempotencyKeys(w *Write) bool {

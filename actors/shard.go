@@ -43,20 +43,10 @@ type shardMetrics struct {
 }
 
 func (s *shard) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *commit:
-		s.receive(m)
-	case *commits:
-		// Exactly as if each had come alone: queued counts commits.
-		for _, c := range m.list {
-			s.receive(c)
-		}
+	c, ok := ctx.Message().(*commit)
+	if !ok {
+		return
 	}
-}
-
-// receive adds one commit to the open batch and commits when nothing else
-// is queued or the batch is full.
-func (s *shard) receive(c *commit) {
 	if s.batch == nil {
 		s.batch = s.db.NewBatch()
 	}
@@ -162,25 +152,12 @@ func NewShards(system *actor.ActorSystem, db *storage.DB, gen *ids.Generator, n 
 	return s
 }
 
-// pick spreads one dataset's writes over the shards: the dataset picks a
+// send spreads one dataset's writes over the shards: the dataset picks a
 // starting shard and the key actor's counter rotates from there.
-func (s *Shards) pick(ds uint32, rotate uint32) int {
-	return int((uint64(ds)*0x9e3779b97f4a7c15 + uint64(rotate)) % uint64(len(s.shards)))
-}
-
-// commits is several commits for one shard in one message, in order.
-type commits struct{ list []*commit }
-
-// deliver sends cs to shard i as one message; it reports whether the
-// message holds the slice itself (the caller must not reuse it then).
-func (s *Shards) deliver(i int, cs []*commit) bool {
-	s.shards[i].queued.Add(int64(len(cs)))
-	if len(cs) == 1 {
-		s.system.Root.Send(s.pids[i], cs[0])
-		return false
-	}
-	s.system.Root.Send(s.pids[i], &commits{list: cs})
-	return true
+func (s *Shards) send(ds uint32, rotate uint32, c *commit) {
+	i := (uint64(ds)*0x9e3779b97f4a7c15 + uint64(rotate)) % uint64(len(s.shards))
+	s.shards[i].queued.Add(1)
+	s.system.Root.Send(s.pids[i], c)
 }
 
 // Queued is the number of commits waiting at all shards, for overload checks.
