@@ -111,7 +111,8 @@ func (k *keyActor) limits(kind ratelimit.Kind) ratelimit.Limits {
 }
 
 func (k *keyActor) handle(ctx actor.Context, req *Request) {
-	rep := &Reply{Allowed: true}
+	rep := &req.rep
+	*rep = Reply{Allowed: true, req: req}
 	if req.Write != nil && k.keys.gate != nil {
 		if err := k.keys.gate(); err != nil {
 			k.refuse(req, rep, err)
@@ -190,7 +191,8 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 	} else {
 		rep.Results = make([]Result, len(w.Events))
 	}
-	c := &commit{keyID: k.cfg.ID, reply: rep, replyTo: req.Reply}
+	c := &req.c
+	*c = commit{keyID: k.cfg.ID, reply: rep, replyTo: req.Reply}
 	if !hasIdempotencyKeys(w) {
 		// The common case: store everything as sent, no copies.
 		c.write = w

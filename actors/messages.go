@@ -17,6 +17,14 @@ type Request struct {
 	Write    *Write // nil: admission only
 	Snapshot bool   // fill Reply.Buckets with every bucket's windows (GET /rate-limit)
 	Reply    chan *Reply
+
+	// rep and c are this request's reply and the commit its write becomes,
+	// allocated with it: the key actor and the shard then allocate neither
+	// for a single-event write, and the engine pools the three together
+	// (Reply.Request leads back here). They belong to whoever holds the
+	// request: the key actor, then the shard, then the receiver of rep.
+	rep Reply
+	c   commit
 }
 
 // Write is a set of events for one dataset, stored atomically.
@@ -28,6 +36,22 @@ type Write struct {
 	// request (its key was over the limit when the headers arrived), so the
 	// actor stores it without counting it again.
 	Admitted bool
+}
+
+// singleWrite is a one-event Write and its event, allocated together.
+type singleWrite struct {
+	w Write
+	p [1]Pending
+}
+
+// SingleWrite is a Write of one event made with one allocation instead of
+// two (the Write and its Events array): the common POST /events. The shard
+// and the broadcaster keep pointers into it after the reply, so it is never
+// reused.
+func SingleWrite(dataset uint32, receivedAt int64, p Pending, admitted bool) *Write {
+	s := &singleWrite{p: [1]Pending{p}}
+	s.w = Write{Dataset: dataset, ReceivedAt: receivedAt, Events: s.p[:], Admitted: admitted}
+	return &s.w
 }
 
 // Pending is one event to store and its idempotency key, if any.
@@ -65,9 +89,25 @@ type Reply struct {
 	Results    []Result
 	Err        error
 
-	// Backing arrays for the common cases, so a reply costs one allocation.
+	// Backing arrays for the common cases, so a reply allocates nothing more.
 	windowsBuf [3]ratelimit.WindowStatus
 	resultsBuf [1]Result
+
+	req *Request // the request this reply is part of
+}
+
+// Request is the request rep answers (rep lives inside it), so the
+// receiver can reuse both once it is done with rep; nil for a reply made
+// outside a key actor.
+func (rep *Reply) Request() *Request { return rep.req }
+
+// Reset clears a request that was answered and whose reply is no longer
+// read, so it can be sent again with its channel (which must then be empty).
+// It drops every reference the request held, so a pooled request keeps no
+// events or results alive.
+func (r *Request) Reset() {
+	ch := r.Reply
+	*r = Request{Reply: ch}
 }
 
 // ErrStopped answers requests that reach an actor while the service stops.

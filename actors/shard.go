@@ -107,9 +107,12 @@ func (s *shard) flush() {
 			}
 			n += len(c.write.Events)
 		}
+		// c lives in its request, which the receiver of rep may reuse at
+		// once: read what is still needed before the reply goes.
+		owner, keys := c.owner, c.keys
 		c.replyTo <- rep
-		if c.owner != nil {
-			s.system.Root.Send(c.owner, &idemDone{keys: c.keys})
+		if owner != nil {
+			s.system.Root.Send(owner, &idemDone{keys: keys})
 		}
 	}
 	s.m.events.Add(uint64(n))

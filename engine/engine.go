@@ -75,14 +75,14 @@ type Engine struct {
 	keyRecords map[string]*keyRecord // every key, revoked ones too
 	nextDS     uint32
 
-	replies sync.Pool
-	timers  sync.Pool
-	jobs    jobs
-	hooksMu sync.Mutex
-	drained []func()
-	revoked []func(Revocation) // OnRevoked (stream.go)
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	requests sync.Pool // *actors.Request with its reply channel (Submit, Release)
+	timers   sync.Pool
+	jobs     jobs
+	hooksMu  sync.Mutex
+	drained  []func()
+	revoked  []func(Revocation) // OnRevoked (stream.go)
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // Errors the HTTP layer maps to statuses.
@@ -130,7 +130,7 @@ func Open(cfg Config) (*Engine, error) {
 		hooks:      newHookState(),
 		stop:       make(chan struct{}),
 	}
-	e.replies.New = func() any { return make(chan *actors.Reply, 1) }
+	e.requests.New = func() any { return &actors.Request{Reply: make(chan *actors.Reply, 1)} }
 	e.timers.New = func() any {
 		t := time.NewTimer(time.Hour)
 		t.Stop()
@@ -259,8 +259,11 @@ func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, 
 	if write != nil && e.shards.Queued() >= e.cfg.MaxQueued {
 		return nil, ErrOverloaded
 	}
-	ch := e.replies.Get().(chan *actors.Reply)
-	req := &actors.Request{Kind: kind, Now: time.Now(), Write: write, Snapshot: snapshot, Reply: ch}
+	// The request is pooled with its reply, its commit and its channel:
+	// they were three allocations of every write. Release puts it back.
+	req := e.requests.Get().(*actors.Request)
+	ch := req.Reply
+	req.Kind, req.Now, req.Write, req.Snapshot = kind, time.Now(), write, snapshot
 	e.keys.Send(&p.cfg, req)
 	// Timers are pooled: a new one per request was a sixth of the
 	// allocations of a single-event write.
@@ -272,9 +275,9 @@ func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, 
 	}()
 	select {
 	case rep := <-ch:
-		e.replies.Put(ch)
 		if rep.Err != nil {
 			if errors.Is(rep.Err, actors.ErrStopped) {
+				e.Release(rep)
 				return nil, ErrOverloaded
 			}
 			// The reply goes along: a write refused for space after its
@@ -283,9 +286,26 @@ func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, 
 		}
 		return rep, nil
 	case <-timer.C:
-		// The channel may still receive a late reply: never reuse it.
+		// The actors may still fill in the reply and send it: never reuse
+		// this request or its channel; the collector takes them.
 		return nil, ErrOverloaded
 	}
+}
+
+// Release hands back a reply Submit returned once the caller has read all
+// it needs (windows, results): the reply, its request and channel are
+// reused by a later Submit. Call it at most once per reply, or not at all
+// to leave it to the collector; nil is ignored.
+func (e *Engine) Release(rep *actors.Reply) {
+	if rep == nil {
+		return
+	}
+	req := rep.Request()
+	if req == nil {
+		return
+	}
+	req.Reset()
+	e.requests.Put(req)
 }
 
 // AllowPageview applies the per-client-IP guard for public-key pageviews.

@@ -262,6 +262,7 @@ func (s *Server) adminUsage(ctx *fasthttp.RequestCtx) {
 			}
 			buckets[ratelimit.Kind(kind).String()] = m
 		}
+		s.eng.Release(rep)
 		out = append(out, map[string]any{"key_id": k.ID, "name": k.Name, "type": k.Type,
 			"environment": k.Environment, "last_used_at": k.LastUsedAt, "buckets": buckets})
 	}

@@ -22,7 +22,7 @@ func (s *Server) handleAnalytics(ctx *fasthttp.RequestCtx) {
 	if fail == nil {
 		q, fail = parseAnalytics(ctx)
 	}
-	if _, ok := s.admit(ctx, p, ratelimit.AnalyticsKind, false); !ok {
+	if !s.admit(ctx, p, ratelimit.AnalyticsKind) {
 		return
 	}
 	if fail != nil {

@@ -49,6 +49,11 @@ const (
 	// value is the declared Content-Length. A client sending it only gets its
 	// own request refused.
 	unreadBodyHeader = "X-Eventd-Unread-Body"
+	// principalHeader carries the id of the key publicHeaderReceived
+	// authenticated to the handler, so a request hashes its key once. The
+	// hook deletes whatever a client sent under this name before anything
+	// else, so only the hook's own value reaches a handler.
+	principalHeader = "X-Eventd-Principal"
 	// maxDiscardBody is the largest unread body of an authenticated request
 	// that is discarded (read into no buffer) to keep its connection open.
 	maxDiscardBody = 64 << 10
@@ -308,41 +313,50 @@ func closeIfBodyUnread(ctx *fasthttp.RequestCtx) {
 // publicHeaderReceived judges a public request with a fixed-length body from
 // its headers (see the top of this file); it runs before any body byte is read.
 func (s *Server) publicHeaderReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	// First, for every request: a client must not name its own principal.
+	h.Del(principalHeader)
 	cl := h.ContentLength()
 	if cl <= 0 { // no body, or chunked, which fasthttp does not prefetch
 		return fasthttp.RequestConfig{}
 	}
-	if cl <= maxReadBody && s.bodies.fits(int64(cl)) && s.publicMayRead(h, cl) {
-		return fasthttp.RequestConfig{MaxRequestBodySize: maxReadBody}
+	if cl <= maxReadBody && s.bodies.fits(int64(cl)) {
+		if p := s.publicMayRead(h, cl); p != nil {
+			h.Set(principalHeader, p.KeyID()) // for authenticate
+			return fasthttp.RequestConfig{MaxRequestBodySize: maxReadBody}
+		}
 	}
 	refuseBody(h, cl)
 	return fasthttp.RequestConfig{}
 }
 
-// publicMayRead: the key authenticates, may use the route, its Origin is
-// allowed and (secret keys; a public key's pageviews count in no plan
-// bucket) its bucket has room, or its body is small enough to discard after
-// the 429 (closeIfBodyUnread). The handler decides again, with answers.
-func (s *Server) publicMayRead(h *fasthttp.RequestHeader, cl int) bool {
+// publicMayRead returns the request's principal when its key authenticates,
+// may use the route, its Origin is allowed and (secret keys; a public key's
+// pageviews count in no plan bucket) its bucket has room, or its body is
+// small enough to discard after the 429 (closeIfBodyUnread); nil otherwise.
+// The handler decides again, with answers.
+func (s *Server) publicMayRead(h *fasthttp.RequestHeader, cl int) *engine.Principal {
 	uri := h.RequestURI()
 	p := s.eng.Authenticate(headerAPIKey(h, uri))
 	if p == nil {
-		return false
+		return nil
 	}
 	path := uriPath(uri)
 	batch := string(path) == "/events/batch"
 	write := h.IsPost() && (batch || string(path) == "/events")
 	if !write && !p.CanRead() {
-		return false
+		return nil
 	}
 	if origin := h.Peek("Origin"); len(origin) > 0 && !originAllowed(p, origin) {
-		return false
+		return nil
 	}
 	kind := ratelimit.Standard
 	if batch {
 		kind = ratelimit.Batch
 	}
-	return p.Type() == engine.Public || cl <= maxDiscardBody || !p.Blocked(kind, time.Now())
+	if p.Type() == engine.Public || cl <= maxDiscardBody || !p.Blocked(kind, time.Now()) {
+		return p
+	}
+	return nil
 }
 
 // refuseBody makes fasthttp skip a request's body: the handler sees no body
@@ -436,7 +450,7 @@ func (s *Server) validAdminToken(tok []byte) bool {
 // from its headers (or whose key does not authenticate) at once, so its
 // client never sends the body; fasthttp then closes the connection.
 func (s *Server) publicExpect(ctx *fasthttp.RequestCtx) int {
-	if ctx.Request.Header.Peek(unreadBodyHeader) == nil && s.eng.Authenticate(apiKey(ctx)) != nil {
+	if ctx.Request.Header.Peek(unreadBodyHeader) == nil && s.principal(ctx) != nil {
 		return fasthttp.StatusContinue
 	}
 	s.public.Handler(ctx)

@@ -41,15 +41,25 @@ func (s *Server) publicRoutes() *router.Router {
 // admit counts a request that stores nothing and answers 429 when over the
 // limit. On success it sets the rate-limit headers and returns true; the
 // caller then writes its answer (or pre-computed error).
-func (s *Server) admit(ctx *fasthttp.RequestCtx, p *engine.Principal, kind ratelimit.Kind, snapshot bool) (*actors.Reply, bool) {
+func (s *Server) admit(ctx *fasthttp.RequestCtx, p *engine.Principal, kind ratelimit.Kind) bool {
+	rep, ok := s.admitReply(ctx, p, kind, false)
+	s.eng.Release(rep)
+	return ok
+}
+
+// admitReply is admit for a caller that reads the reply (a snapshot's
+// buckets); on success the caller releases it (engine.Release).
+func (s *Server) admitReply(ctx *fasthttp.RequestCtx, p *engine.Principal, kind ratelimit.Kind, snapshot bool) (*actors.Reply, bool) {
 	rep, err := s.eng.Submit(p, kind, nil, snapshot)
 	if err != nil {
+		s.eng.Release(rep)
 		s.writeEngineError(ctx, err)
 		return nil, false
 	}
 	setRateHeaders(ctx, rep.Windows, time.Now())
 	if !rep.Allowed {
 		writeRateLimited(ctx, rep)
+		s.eng.Release(rep)
 		return nil, false
 	}
 	return rep, true
@@ -118,7 +128,7 @@ func (s *Server) admitEarly(ctx *fasthttp.RequestCtx, p *engine.Principal, kind 
 	if fail != nil || p.Type() == engine.Public || !p.Blocked(kind, now) {
 		return false, true
 	}
-	if _, ok := s.admit(ctx, p, kind, false); !ok {
+	if !s.admit(ctx, p, kind) {
 		return false, false
 	}
 	return true, true
@@ -210,18 +220,21 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Events: []actors.Pending{pending}, Admitted: admitted}
+	w := actors.SingleWrite(p.Dataset(), receivedAt, pending, admitted)
 	rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
 	if err != nil {
 		s.writeSubmitError(ctx, rep, err) // disk.go
+		s.eng.Release(rep)
 		return
 	}
 	setRateHeaders(ctx, rep.Windows, time.Now())
 	if !rep.Allowed {
 		writeRateLimited(ctx, rep)
+		s.eng.Release(rep)
 		return
 	}
 	res := rep.Results[0]
+	s.eng.Release(rep)
 	switch res.Outcome {
 	case actors.Conflict:
 		writeError(ctx, newError(fasthttp.StatusConflict, codeConflict,
@@ -297,7 +310,7 @@ func (s *Server) refuse(ctx *fasthttp.RequestCtx, p *engine.Principal, kind rate
 		writeError(ctx, fail)
 		return
 	}
-	if _, ok := s.admit(ctx, p, kind, false); ok {
+	if s.admit(ctx, p, kind) {
 		writeError(ctx, fail)
 	}
 }
@@ -311,12 +324,14 @@ func (s *Server) commitBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, entr
 	if len(w.Events) == 0 {
 		// An admitted request was counted before its body was read.
 		if !w.Admitted {
-			if _, ok := s.admit(ctx, p, kind, false); !ok {
+			if !s.admit(ctx, p, kind) {
 				return
 			}
 		}
 	} else {
 		rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
+		// After the answer is built: results may live in the reply.
+		defer s.eng.Release(rep)
 		if err != nil {
 			s.writeSubmitError(ctx, rep, err) // disk.go
 			return
@@ -376,7 +391,7 @@ func (s *Server) handleGet(ctx *fasthttp.RequestCtx) {
 	if p == nil {
 		return
 	}
-	if _, ok := s.admit(ctx, p, ratelimit.Standard, false); !ok {
+	if !s.admit(ctx, p, ratelimit.Standard) {
 		return
 	}
 	if fail != nil {
@@ -435,7 +450,7 @@ func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
 	if fail == nil {
 		q, fail = parseListQuery(ctx.QueryArgs())
 	}
-	if _, ok := s.admit(ctx, p, ratelimit.Standard, false); !ok {
+	if !s.admit(ctx, p, ratelimit.Standard) {
 		return
 	}
 	if fail != nil {
@@ -473,7 +488,7 @@ func (s *Server) handleVerify(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	fail := checkOrigin(ctx, p)
-	if _, ok := s.admit(ctx, p, ratelimit.Standard, false); !ok {
+	if !s.admit(ctx, p, ratelimit.Standard) {
 		return
 	}
 	if fail != nil {
@@ -493,10 +508,11 @@ func (s *Server) handleRateLimit(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	fail := checkOrigin(ctx, p)
-	rep, ok := s.admit(ctx, p, ratelimit.None, true)
+	rep, ok := s.admitReply(ctx, p, ratelimit.None, true)
 	if !ok {
 		return
 	}
+	defer s.eng.Release(rep)
 	if fail != nil {
 		writeError(ctx, fail)
 		return

@@ -261,7 +261,7 @@ func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
 	if fail == nil {
 		filter, since, fail = parseStreamQuery(ctx.QueryArgs())
 	}
-	if _, ok := s.admit(ctx, p, ratelimit.Standard, false); !ok {
+	if !s.admit(ctx, p, ratelimit.Standard) {
 		return
 	}
 	if fail != nil {

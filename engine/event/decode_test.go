@@ -402,6 +402,40 @@ func TestPropertiesDoNotAliasBody(t *testing.T) {
 	}
 }
 
+// TestPropertiesDoNotReachTexts: the texts and the properties share one
+// allocation, so writing into the properties or appending to them must
+// leave the name, visitor id and idempotency key as they were.
+func TestPropertiesDoNotReachTexts(t *testing.T) {
+	for _, body := range []string{
+		`{"event":"a","visitor_id":"v","properties":{"k":"v"}}`,
+		`{"event":"a","visitor_id":"v","properties":{ "k" : "v" }}`,
+		`{"event":"a","visitor_id":"v"}`,
+	} {
+		in := mustDecode(t, body)
+		check := func(what string) {
+			if in.Name != "a" || in.VisitorID != "v" {
+				t.Fatalf("%s: %s changed the texts to %q, %q", body, what, in.Name, in.VisitorID)
+			}
+		}
+		for i := range in.Properties {
+			in.Properties[i] = '#'
+		}
+		check("writing the properties")
+		in.Properties = append(in.Properties[:0], strings.Repeat("x", 64)...)
+		check("appending to the properties")
+	}
+	entries, _, _, p := DecodeBatch([]byte(`{"events":[{"event":"b","idempotency_key":"k1","properties":{"n":1}}]}`))
+	if p != nil || entries[0].Problem != nil {
+		t.Fatal(p, entries[0].Problem)
+	}
+	in := &entries[0].Input
+	in.Properties = append(in.Properties, "trailing"...)
+	in.Properties[0] = '#'
+	if in.Name != "b" || in.IdempotencyKey != "k1" {
+		t.Fatalf("batch entry texts changed to %q, %q", in.Name, in.IdempotencyKey)
+	}
+}
+
 func TestSentAtSingle(t *testing.T) {
 	_, sentAt, has, p := DecodeSingle([]byte(`{"event":"a","sent_at":"2026-01-15T10:30:00.250Z"}`))
 	if p != nil || !has || sentAt != 1768473000250 {

@@ -7,6 +7,7 @@ package event
 
 import (
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Limits of the public contract (section 4); exported so handlers and docs quote the same numbers.
@@ -171,9 +172,8 @@ type eventResult struct {
 }
 
 // decodeEvent decodes the event object at d.pos ('{'). It returns false only
-// on a fatal syntax error; field problems go to r.details. scratch is stack
-// space the caller lends for building strings.
-func (d *decoder) decodeEvent(mode int, scratch []byte, r *eventResult) bool {
+// on a fatal syntax error; field problems go to r.details.
+func (d *decoder) decodeEvent(mode int, r *eventResult) bool {
 	var f [fCount]rawField
 	d.pos++ // '{'
 	d.ws()
@@ -260,7 +260,7 @@ func (d *decoder) decodeEvent(mode int, scratch []byte, r *eventResult) bool {
 		}
 	}
 	d.nkeys = base
-	d.finishEvent(&f, scratch, r)
+	d.finishEvent(&f, r)
 	return true
 }
 
@@ -271,9 +271,8 @@ func (r *eventResult) report(kind int, msg string) {
 }
 
 // finishEvent checks the located fields and, when all are fine, builds the Input.
-func (d *decoder) finishEvent(f *[fCount]rawField, scratch []byte, r *eventResult) {
+func (d *decoder) finishEvent(f *[fCount]rawField, r *eventResult) {
 	data := d.data
-	buf := scratch[:0]
 	str := func(fv *rawField) []byte {
 		if fv.esc {
 			return appendUnescaped(nil, data[fv.start:fv.end])
@@ -336,11 +335,31 @@ func (d *decoder) finishEvent(f *[fCount]rawField, scratch []byte, r *eventResul
 		return
 	}
 
-	// One string allocation for all three texts.
+	// One allocation for the three texts and the properties (it was two):
+	// the strings are views of its first bytes, which nothing writes after
+	// this; the properties slice starts after them and is capped at its
+	// end, so neither writing into it nor appending to it reaches them. It
+	// is not pooled for reuse: a stored event's texts and properties stay
+	// referenced by the broadcaster, stream subscribers and the webhook
+	// outbox after the request has its answer.
+	n := len(name) + len(visitor) + len(idem)
+	size := n + 2 // "{}"
+	if props != nil {
+		size = n + propsLen
+	}
+	buf := make([]byte, 0, size)
 	buf = append(buf, name...)
 	buf = append(buf, visitor...)
 	buf = append(buf, idem...)
-	all := string(buf)
+	switch {
+	case props == nil:
+		buf = append(buf, '{', '}')
+	case propsLen == len(props):
+		buf = append(buf, props...)
+	default:
+		buf = appendCompact(buf, props)
+	}
+	all := unsafe.String(unsafe.SliceData(buf), n)
 	in := &r.in
 	in.Name = all[:len(name)]
 	in.VisitorID = all[len(name) : len(name)+len(visitor)]
@@ -351,13 +370,7 @@ func (d *decoder) finishEvent(f *[fCount]rawField, scratch []byte, r *eventResul
 		in.ID = string(id)
 	}
 	in.CreatedAt, in.HasCreatedAt = createdAt, hasCreatedAt
-	if props == nil {
-		in.Properties = append(make([]byte, 0, 2), '{', '}')
-	} else if propsLen == len(props) {
-		in.Properties = append(make([]byte, 0, len(props)), props...)
-	} else {
-		in.Properties = appendCompact(make([]byte, 0, propsLen), props)
-	}
+	in.Properties = buf[n:len(buf):len(buf)]
 	in.Hash = contentHash(in)
 }
 
@@ -470,14 +483,13 @@ func detailKey(key []byte) string {
 
 // DecodeSingle decodes the body of POST /events; sent_at is returned apart because the caller owns receipt time.
 func DecodeSingle(body []byte) (in Input, sentAt int64, hasSentAt bool, p *Problem) {
-	var scratch [512]byte
 	d := decoder{data: body}
 	d.ws()
 	if d.next() != '{' {
 		return in, 0, false, d.notObject()
 	}
 	var r eventResult
-	if !d.decodeEvent(modeSingle, scratch[:], &r) {
+	if !d.decodeEvent(modeSingle, &r) {
 		return in, 0, false, bodyProblem(d.syntaxMessage())
 	}
 	if p := d.trailing(); p != nil {
@@ -516,7 +528,6 @@ func (d *decoder) trailing() *Problem {
 
 // DecodeBatch decodes the body of POST /events/batch; p != nil refuses the whole body (400 details.events or malformed JSON).
 func DecodeBatch(body []byte) (entries []Entry, sentAt int64, hasSentAt bool, p *Problem) {
-	var scratch [512]byte
 	d := decoder{data: body}
 	d.ws()
 	if d.next() != '{' {
@@ -556,7 +567,7 @@ func DecodeBatch(body []byte) (entries []Entry, sentAt int64, hasSentAt bool, p 
 					break
 				}
 				var ok bool
-				entries, ok = d.batchEntries(scratch[:])
+				entries, ok = d.batchEntries()
 				if !ok {
 					return nil, 0, false, bodyProblem(d.syntaxMessage())
 				}
@@ -634,7 +645,7 @@ func DecodeBatch(body []byte) (entries []Entry, sentAt int64, hasSentAt bool, p 
 // batchEntries decodes the events array at d.pos ('['). Past MaxBatch
 // entries it only validates the rest, since the batch will be refused; the
 // returned slice then has MaxBatch+1 elements so the caller can tell.
-func (d *decoder) batchEntries(scratch []byte) ([]Entry, bool) {
+func (d *decoder) batchEntries() ([]Entry, bool) {
 	d.pos++ // '['
 	d.ws()
 	if d.next() == ']' {
@@ -651,7 +662,7 @@ func (d *decoder) batchEntries(scratch []byte) ([]Entry, bool) {
 			}
 		case d.next() == '{':
 			var r eventResult
-			if !d.decodeEvent(modeEntry, scratch, &r) {
+			if !d.decodeEvent(modeEntry, &r) {
 				return nil, false
 			}
 			e := Entry{Input: r.in}
@@ -702,14 +713,13 @@ func ApplySkew(in *Input, receivedAtMs, sentAtMs int64) {
 // DecodeImport decodes one NDJSON line of an import: an event object that
 // may also carry id, created_at (as exported) and idempotency_key.
 func DecodeImport(line []byte) (in Input, p *Problem) {
-	var scratch [512]byte
 	d := decoder{data: line}
 	d.ws()
 	if d.next() != '{' {
 		return in, d.notObject()
 	}
 	var r eventResult
-	if !d.decodeEvent(modeImport, scratch[:], &r) {
+	if !d.decodeEvent(modeImport, &r) {
 		return in, bodyProblem(d.syntaxMessage())
 	}
 	if p := d.trailing(); p != nil {

@@ -1,0 +1,82 @@
+package http
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttputil"
+
+	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/ratelimit"
+)
+
+// benchEvent is the bench's default single event (bench.EventTemplate), so
+// allocs/op here matches what the eventd-bench profiles count per request.
+const benchEvent = `{"event":"purchase","visitor_id":"v_1","properties":{"amount":12.5,"currency":"EUR","sku":"sku_1","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_1","campaign":"spring_sale"}}`
+
+// BenchmarkCreateEvent is POST /events end to end in one process: the
+// header hook, the handler, the key actor, a shard and Pebble on an
+// in-memory filesystem (no fsync), through an in-memory listener. allocs/op
+// is the whole server's (and the client's, which allocates nothing per
+// request) objects per single-event write; run it with -cpu 2 and a
+// parallelism high enough that group commits form, as under load:
+//
+//	go test -run '^$' -bench CreateEvent -benchmem -cpu 2 ./http/
+func BenchmarkCreateEvent(b *testing.B) {
+	for _, kind := range []string{engine.Secret, engine.Public} {
+		b.Run(kind, func(b *testing.B) { benchCreate(b, kind) })
+	}
+}
+
+func benchCreate(b *testing.B, kind string) {
+	eng, err := engine.Open(engine.Config{DataDir: "/bench", FS: vfs.NewMem()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = eng.Close() }()
+	name := "bench"
+	lim := ratelimit.Limits{Minute: 1 << 40, Hour: 1 << 40, Day: 1 << 40}
+	proj, err := eng.CreateProject(engine.ProjectInput{Name: &name, Limits: &lim})
+	if err != nil {
+		b.Fatal(err)
+	}
+	key, err := eng.CreateKey(proj.ID, engine.KeyInput{Name: "bench", Type: kind, Environment: engine.Live})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Config{Engine: eng, AdminToken: "t"})
+	ln := fasthttputil.NewInmemoryListener()
+	go func() { _ = s.ServePublic(ln) }()
+	defer func() { _ = s.Shutdown() }()
+	c := &fasthttp.HostClient{Addr: "eventd", Dial: func(string) (net.Conn, error) { return ln.Dial() },
+		MaxConns: 1024, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	auth := "Bearer " + key.Key
+	b.SetParallelism(32) // 64 connections with -cpu 2, as the bench's single scenario
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.SetRequestURI("http://eventd/events")
+		req.Header.SetContentType("application/json")
+		req.Header.Set(fasthttp.HeaderAuthorization, auth)
+		req.SetBodyString(benchEvent)
+		for pb.Next() {
+			if err := c.Do(req, resp); err != nil {
+				b.Error(err)
+				return
+			}
+			if resp.StatusCode() != fasthttp.StatusCreated {
+				b.Errorf("status %d: %s", resp.StatusCode(), resp.Body())
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(eng.Metrics().Counter("eventd_commits_total", "", "").Value())/float64(b.N), "commits/op")
+}
