@@ -42,6 +42,9 @@ type Goal struct {
 type goalRecord struct {
 	Goal
 	ProjectID string `json:"project_id"`
+	// Seq orders records created in the same millisecond (created_at has
+	// no finer unit and ids are random); 0 in records from before it.
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // Funnel is a saved funnel as the admin API shows it.
@@ -55,6 +58,7 @@ type Funnel struct {
 type funnelRecord struct {
 	Funnel
 	ProjectID string `json:"project_id"`
+	Seq       int64  `json:"seq,omitempty"` // as goalRecord.Seq
 }
 
 // analyticsState holds goals and funnels in memory and the goals actor.
@@ -66,6 +70,24 @@ type analyticsState struct {
 	funnels   map[string]*funnelRecord // by funnel id
 	byDataset atomic.Pointer[map[uint32][]*analytics.Goal]
 	pid       *actor.PID
+	lastSeq   int64 // the last creation sequence given out (under Engine.adminMu)
+}
+
+// nextSeq is a creation sequence: Unix nanoseconds, strictly increasing.
+func (a *analyticsState) nextSeq() int64 {
+	a.lastSeq = max(a.lastSeq+1, time.Now().UnixNano())
+	return a.lastSeq
+}
+
+// createdBefore orders records by creation: created_at, then sequence, then id.
+func createdBefore(at1 string, seq1 int64, id1 string, at2 string, seq2 int64, id2 string) bool {
+	if at1 != at2 {
+		return at1 < at2
+	}
+	if seq1 != seq2 {
+		return seq1 < seq2
+	}
+	return id1 < id2
 }
 
 // Goals implements actors.GoalSource.
@@ -183,7 +205,7 @@ func (e *Engine) CreateGoal(projectID string, spec analytics.GoalSpec) (Goal, er
 	if n := len(e.goalsOf(projectID)); n >= MaxGoalsPerProject {
 		return Goal{}, invalid("name", "a project has at most 100 goals")
 	}
-	r := &goalRecord{Goal: Goal{ID: ids.Random("goal_", 16), GoalSpec: spec, CreatedAt: nowText()}, ProjectID: projectID}
+	r := &goalRecord{Goal: Goal{ID: ids.Random("goal_", 16), GoalSpec: spec, CreatedAt: nowText()}, ProjectID: projectID, Seq: e.an.nextSeq()}
 	// A dataset's first goal starts its evaluation cursor, so a crash right
 	// after this call does not skip the events committed meanwhile.
 	if err := e.db.InitGoalCursor(ds, storage.IDAt(time.Now().UnixMilli())); err != nil {
@@ -202,18 +224,19 @@ func (e *Engine) CreateGoal(projectID string, spec analytics.GoalSpec) (Goal, er
 func (e *Engine) goalsOf(projectID string) []Goal {
 	e.an.mu.RLock()
 	defer e.an.mu.RUnlock()
-	var out []Goal
+	var rs []*goalRecord
 	for _, r := range e.an.goals {
 		if r.ProjectID == projectID {
-			out = append(out, r.Goal)
+			rs = append(rs, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].CreatedAt != out[j].CreatedAt {
-			return out[i].CreatedAt < out[j].CreatedAt
-		}
-		return out[i].ID < out[j].ID
+	sort.Slice(rs, func(i, j int) bool {
+		return createdBefore(rs[i].CreatedAt, rs[i].Seq, rs[i].ID, rs[j].CreatedAt, rs[j].Seq, rs[j].ID)
 	})
+	out := make([]Goal, len(rs))
+	for i, r := range rs {
+		out[i] = r.Goal
+	}
 	return out
 }
 
@@ -269,7 +292,7 @@ func (e *Engine) UpdateGoal(projectID, id string, spec analytics.GoalSpec) (Goal
 		}
 	}
 	now := nowText()
-	r := &goalRecord{Goal: Goal{ID: id, GoalSpec: spec, CreatedAt: old.CreatedAt, UpdatedAt: &now}, ProjectID: projectID}
+	r := &goalRecord{Goal: Goal{ID: id, GoalSpec: spec, CreatedAt: old.CreatedAt, UpdatedAt: &now}, ProjectID: projectID, Seq: old.Seq}
 	if err := e.putJSON(kindGoal, projectID+"/"+id, r); err != nil {
 		return Goal{}, err
 	}
@@ -312,7 +335,7 @@ func (e *Engine) CreateFunnel(projectID string, spec analytics.FunnelSpec) (Funn
 	if len(e.funnelsOf(projectID)) >= MaxFunnelsPerProject {
 		return Funnel{}, invalid("name", "a project has at most 200 funnels")
 	}
-	r := &funnelRecord{Funnel: Funnel{ID: ids.Random("fnl_", 16), FunnelSpec: spec, CreatedAt: nowText()}, ProjectID: projectID}
+	r := &funnelRecord{Funnel: Funnel{ID: ids.Random("fnl_", 16), FunnelSpec: spec, CreatedAt: nowText()}, ProjectID: projectID, Seq: e.an.nextSeq()}
 	if err := e.putJSON(kindFunnel, projectID+"/"+r.ID, r); err != nil {
 		return Funnel{}, err
 	}
@@ -325,18 +348,19 @@ func (e *Engine) CreateFunnel(projectID string, spec analytics.FunnelSpec) (Funn
 func (e *Engine) funnelsOf(projectID string) []Funnel {
 	e.an.mu.RLock()
 	defer e.an.mu.RUnlock()
-	var out []Funnel
+	var rs []*funnelRecord
 	for _, r := range e.an.funnels {
 		if r.ProjectID == projectID {
-			out = append(out, r.Funnel)
+			rs = append(rs, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].CreatedAt != out[j].CreatedAt {
-			return out[i].CreatedAt < out[j].CreatedAt
-		}
-		return out[i].ID < out[j].ID
+	sort.Slice(rs, func(i, j int) bool {
+		return createdBefore(rs[i].CreatedAt, rs[i].Seq, rs[i].ID, rs[j].CreatedAt, rs[j].Seq, rs[j].ID)
 	})
+	out := make([]Funnel, len(rs))
+	for i, r := range rs {
+		out[i] = r.Funnel
+	}
 	return out
 }
 
@@ -386,7 +410,7 @@ func (e *Engine) UpdateFunnel(projectID, id string, spec analytics.FunnelSpec) (
 		return Funnel{}, err
 	}
 	now := nowText()
-	r := &funnelRecord{Funnel: Funnel{ID: id, FunnelSpec: spec, CreatedAt: old.CreatedAt, UpdatedAt: &now}, ProjectID: projectID}
+	r := &funnelRecord{Funnel: Funnel{ID: id, FunnelSpec: spec, CreatedAt: old.CreatedAt, UpdatedAt: &now}, ProjectID: projectID, Seq: old.Seq}
 	if err := e.putJSON(kindFunnel, projectID+"/"+id, r); err != nil {
 		return Funnel{}, err
 	}
