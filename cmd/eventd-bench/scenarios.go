@@ -63,14 +63,14 @@ type scenarioDef struct {
 }
 
 func scenarioNames() []string {
-	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "analytics"}
+	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "import", "analytics"}
 }
 
 // defaultScenarios is the short set of make bench (about 2.5 minutes, plus
 // 2.5-3.5 for the loaded phase of single, batch and mixed);
 // analytics loads ten million events first, so it runs when asked for.
 func defaultScenarios() []string {
-	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream"}
+	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "import"}
 }
 
 var scenarioDefs = map[string]scenarioDef{
@@ -97,6 +97,10 @@ var scenarioDefs = map[string]scenarioDef{
 	"stream": {
 		description: "/stream fan-out: 100 WebSocket subscribers on one dataset while POST /events runs at full speed, and at 5,000 events/s",
 		build:       buildStream,
+	},
+	"import": {
+		description: "POST /admin/v1/projects/{id}/import: NDJSON lines of the single event with idempotency keys, one import of about --duration per round",
+		build:       buildImport,
 	},
 	"analytics": {
 		description: "GET /analytics over a month of data (10 million events): timeseries by day and by hour, breakdown by event; open loop over many keys (50 queries a minute each)",
