@@ -211,10 +211,6 @@ func (im *importer) add(n int, line []byte) {
 			im.idemSeen(n, h, in.Hash)
 			return
 		}
-		if rec, err := im.e.db.GetIdempotency(im.scope, in.IdempotencyKey); err == nil {
-			im.idemSeen(n, rec.Hash, in.Hash)
-			return
-		}
 		im.cur.keys[in.IdempotencyKey] = in.Hash
 	}
 	ts, created := now, now
