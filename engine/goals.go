@@ -79,15 +79,43 @@ func (a *analyticsState) nextSeq() int64 {
 	return a.lastSeq
 }
 
-// createdBefore orders records by creation: created_at, then sequence, then id.
-func createdBefore(at1 string, seq1 int64, id1 string, at2 string, seq2 int64, id2 string) bool {
-	if at1 != at2 {
-		return at1 < at2
+// creation is where a goal or funnel record sorts: its project, then
+// created_at, the creation sequence and the id.
+type creation struct {
+	project, at string
+	seq         int64
+	id          string
+}
+
+// before orders records by creation.
+func (c creation) before(o creation) bool {
+	if c.at != o.at {
+		return c.at < o.at
 	}
-	if seq1 != seq2 {
-		return seq1 < seq2
+	if c.seq != o.seq {
+		return c.seq < o.seq
 	}
-	return id1 < id2
+	return c.id < o.id
+}
+
+// inCreationOrder lists the records of one project, oldest first.
+func inCreationOrder[R, T any](records map[string]R, projectID string, of func(R) (T, creation)) []T {
+	type entry struct {
+		v T
+		c creation
+	}
+	var es []entry
+	for _, r := range records {
+		if v, c := of(r); c.project == projectID {
+			es = append(es, entry{v, c})
+		}
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].c.before(es[j].c) })
+	out := make([]T, len(es))
+	for i, e := range es {
+		out[i] = e.v
+	}
+	return out
 }
 
 // Goals implements actors.GoalSource.
@@ -224,20 +252,9 @@ func (e *Engine) CreateGoal(projectID string, spec analytics.GoalSpec) (Goal, er
 func (e *Engine) goalsOf(projectID string) []Goal {
 	e.an.mu.RLock()
 	defer e.an.mu.RUnlock()
-	var rs []*goalRecord
-	for _, r := range e.an.goals {
-		if r.ProjectID == projectID {
-			rs = append(rs, r)
-		}
-	}
-	sort.Slice(rs, func(i, j int) bool {
-		return createdBefore(rs[i].CreatedAt, rs[i].Seq, rs[i].ID, rs[j].CreatedAt, rs[j].Seq, rs[j].ID)
+	return inCreationOrder(e.an.goals, projectID, func(r *goalRecord) (Goal, creation) {
+		return r.Goal, creation{r.ProjectID, r.CreatedAt, r.Seq, r.ID}
 	})
-	out := make([]Goal, len(rs))
-	for i, r := range rs {
-		out[i] = r.Goal
-	}
-	return out
 }
 
 // ListGoals lists a project's goals, oldest first.
@@ -348,20 +365,9 @@ func (e *Engine) CreateFunnel(projectID string, spec analytics.FunnelSpec) (Funn
 func (e *Engine) funnelsOf(projectID string) []Funnel {
 	e.an.mu.RLock()
 	defer e.an.mu.RUnlock()
-	var rs []*funnelRecord
-	for _, r := range e.an.funnels {
-		if r.ProjectID == projectID {
-			rs = append(rs, r)
-		}
-	}
-	sort.Slice(rs, func(i, j int) bool {
-		return createdBefore(rs[i].CreatedAt, rs[i].Seq, rs[i].ID, rs[j].CreatedAt, rs[j].Seq, rs[j].ID)
+	return inCreationOrder(e.an.funnels, projectID, func(r *funnelRecord) (Funnel, creation) {
+		return r.Funnel, creation{r.ProjectID, r.CreatedAt, r.Seq, r.ID}
 	})
-	out := make([]Funnel, len(rs))
-	for i, r := range rs {
-		out[i] = r.Funnel
-	}
-	return out
 }
 
 // ListFunnels lists a project's funnels, oldest first.

@@ -2,7 +2,7 @@ package engine
 
 import "testing"
 
-func TestCreatedBefore(t *testing.T) {
+func TestCreationBefore(t *testing.T) {
 	const ms = "2026-11-24T07:00:00.123Z"
 	for _, tc := range []struct {
 		name string
@@ -20,8 +20,9 @@ func TestCreatedBefore(t *testing.T) {
 		{"records from before sequences: id decides", ms, 0, "goal_a", ms, 0, "goal_b", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := createdBefore(tc.at1, tc.seq1, tc.id1, tc.at2, tc.seq2, tc.id2); got != tc.want {
-				t.Errorf("createdBefore = %v, want %v", got, tc.want)
+			a, b := creation{"p", tc.at1, tc.seq1, tc.id1}, creation{"p", tc.at2, tc.seq2, tc.id2}
+			if got := a.before(b); got != tc.want {
+				t.Errorf("before = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -58,18 +58,13 @@ type logReader struct {
 	bad bool
 }
 
-func (l *logReader) uvarint() uint64 {
-	v, n := binary.Uvarint(l.p)
-	if n <= 0 {
-		l.bad = true
-		return 0
-	}
-	l.p = l.p[n:]
-	return v
-}
+func (l *logReader) uvarint() uint64 { return readVarint(l, binary.Uvarint) }
 
-func (l *logReader) varint() int64 {
-	v, n := binary.Varint(l.p)
+func (l *logReader) varint() int64 { return readVarint(l, binary.Varint) }
+
+// readVarint reads one (u)varint with decode, marking l bad when it is cut short.
+func readVarint[T int64 | uint64](l *logReader, decode func([]byte) (T, int)) T {
+	v, n := decode(l.p)
 	if n <= 0 {
 		l.bad = true
 		return 0
