@@ -30,6 +30,8 @@ type Config struct {
 	// DerivedInterval is how often counters and rollups kept in memory are
 	// checkpointed to Pebble (0: storage.DefaultDerivedInterval).
 	DerivedInterval time.Duration
+	// WALMinSyncInterval is storage.Options.WALMinSyncInterval.
+	WALMinSyncInterval time.Duration
 	// KeyIdle is how long an unused key actor lives (default 5 min).
 	KeyIdle time.Duration
 	// MaxQueued is the number of queued commits past which writes get 503 (default 4096 per shard).
@@ -115,7 +117,7 @@ func Open(cfg Config) (*Engine, error) {
 		cfg.WaitTimeout = 10 * time.Second
 	}
 	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly,
-		DerivedInterval: cfg.DerivedInterval})
+		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval})
 	if err != nil {
 		return nil, err
 	}

@@ -241,3 +241,30 @@ func TestDerivedLogRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncedWithMinSyncInterval: spacing WAL syncs delays a Sync commit,
+// never acknowledges it before its fsync.
+func TestSyncedWithMinSyncInterval(t *testing.T) {
+	fs := vfs.NewCrashableMem()
+	db, err := Open("db", Options{FS: fs, DerivedInterval: time.Hour, WALMinSyncInterval: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := uint64(1); i <= 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			commitEvents(t, db, 1, &Event{ID: testID(i), Name: "e", Timestamp: int64(planDay) + int64(i)})
+		}()
+	}
+	wg.Wait()
+	crashed := openMem(t, fs.CrashClone(vfs.CrashCloneCfg{}))
+	for i := uint64(1); i <= 20; i++ {
+		if _, err := crashed.GetEvent(1, testID(i)); err != nil {
+			t.Errorf("event %d acknowledged but lost in the crash: %v", i, err)
+		}
+	}
+	_ = db.Close()
+	_ = crashed.Close()
+}
