@@ -39,6 +39,9 @@ type Config struct {
 	StreamPing  time.Duration
 	StreamPong  time.Duration
 	StreamQueue int
+	// StreamLinger is how long a subscriber's writer waits for more commits
+	// before a write; zero writes at once (serve's default is DefaultStreamLinger).
+	StreamLinger time.Duration
 	// SessionIdle ends a dashboard session after this long without a request; zero means DefaultSessionIdle.
 	SessionIdle time.Duration
 	// AdminHosts, if not empty, are the host names the admin listener answers
@@ -73,6 +76,8 @@ type Server struct {
 	streamPing  time.Duration
 	streamPong  time.Duration
 	streamQueue int
+	// streamLinger: see Config.StreamLinger.
+	streamLinger time.Duration
 
 	dash *dashboard
 
@@ -98,7 +103,7 @@ func New(cfg Config) *Server {
 		metrics:    cfg.Engine.Metrics(),
 		reqPrefix:  "req_" + hex.EncodeToString(seed[:]),
 	}
-	s.streamPing, s.streamPong, s.streamQueue = cfg.StreamPing, cfg.StreamPong, cfg.StreamQueue
+	s.streamPing, s.streamPong, s.streamQueue, s.streamLinger = cfg.StreamPing, cfg.StreamPong, cfg.StreamQueue, cfg.StreamLinger
 	if s.streamPing <= 0 {
 		s.streamPing = DefaultStreamPing
 	}

@@ -28,7 +28,7 @@ import (
 type serveConfig struct {
 	data, listen, adminListen, adminToken, tlsCert, tlsKey, logFormat, logLevel string
 	shards                                                                      int
-	streamPing, streamPong                                                      time.Duration
+	streamPing, streamPong, streamLinger                                        time.Duration
 	streamQueue                                                                 int
 	sessionIdle                                                                 time.Duration
 	fsyncDelay, derivedInterval, walMinSync                                     time.Duration
@@ -52,6 +52,7 @@ func serve(args []string) error {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.DurationVar(&c.streamPing, "stream-ping", eventdhttp.DefaultStreamPing, "interval of /stream pings")
+	fs.DurationVar(&c.streamLinger, "stream-linger", eventdhttp.DefaultStreamLinger, "how long a /stream subscriber's writer waits for more events before a write (0: write at once)")
 	fs.IntVar(&c.streamQueue, "stream-queue", eventdhttp.DefaultStreamQueue, "events a /stream subscriber may have queued before it is closed as a slow consumer")
 	fs.DurationVar(&c.streamPong, "stream-pong", eventdhttp.DefaultStreamPong, "close a /stream connection after this long without a pong")
 	fs.DurationVar(&c.sessionIdle, "session-idle", eventdhttp.DefaultSessionIdle, "end a dashboard session after this long without a request")
@@ -118,7 +119,7 @@ func serve(args []string) error {
 		return err
 	}
 	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token,
-		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, SessionIdle: c.sessionIdle,
+		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, StreamLinger: c.streamLinger, SessionIdle: c.sessionIdle,
 		AdminHosts:      strings.Split(c.adminHost, ","),
 		MaxInflightBody: inflightBody(c.maxInflightBody), AdminHeaderTimeout: c.adminHeaderTimeout, AdminBodyTimeout: c.adminBodyTimeout})
 	pub, err := listen(c.listen, c.tlsCert, c.tlsKey, conns.guard("public", log, eng.Metrics()))
