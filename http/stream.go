@@ -420,15 +420,19 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		return int(framed)
 	}
 	// drain adds what is queued now (whole runs, about maxFramesPerWrite
-	// events at most, so pings and control frames are not starved) after it.
-	drain := func(it streamItem) {
-		for n := addRun(it); n < maxFramesPerWrite; n += addRun(it) {
+	// events at most, so pings and control frames are not starved) after it
+	// and returns how many frames it added.
+	drain := func(it streamItem) int {
+		n := addRun(it)
+		for n < maxFramesPerWrite {
 			select {
 			case it = <-sub.queue:
+				n += addRun(it)
 			default:
-				return
+				return n
 			}
 		}
+		return n
 	}
 
 	// drainQueued adds whatever is queued now, up to about maxFramesPerWrite events.
@@ -453,9 +457,9 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 	for {
 		select {
 		case it := <-sub.queue:
-			drain(it)
-			if s.streamLinger > 0 {
-				// Let more commits queue up, then send them in the same write.
+			if drain(it) < maxFramesPerWrite && s.streamLinger > 0 {
+				// Let more commits queue up, then send them in the same
+				// write; a write that is full already goes at once.
 				time.Sleep(s.streamLinger)
 				drainQueued()
 			}
