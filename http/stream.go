@@ -435,15 +435,6 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		return n
 	}
 
-	// drainQueued adds whatever is queued now, up to about maxFramesPerWrite events.
-	drainQueued := func() {
-		select {
-		case it := <-sub.queue:
-			drain(it)
-		default:
-		}
-	}
-
 	rd := &streamReader{conn: conn, done: make(chan struct{})}
 	readerDone := rd.done
 	go s.readStream(rd, sub)
@@ -461,7 +452,11 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 				// Let more commits queue up, then send them in the same
 				// write; a write that is full already goes at once.
 				time.Sleep(s.streamLinger)
-				drainQueued()
+				select {
+				case it := <-sub.queue:
+					drain(it)
+				default:
+				}
 			}
 		case f := <-sub.control:
 			fw.frame(f.op, f.payload)

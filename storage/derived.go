@@ -2,7 +2,6 @@ package storage
 
 import (
 	"log/slog"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -316,11 +315,6 @@ func (v *view) names(ds uint32, set map[string]bool) {
 			}
 		}
 	}
-}
-
-// sortedNames is the keys of set in order.
-func sortedNames(set map[string]bool) []string {
-	return slices.Sorted(maps.Keys(set))
 }
 
 // DerivedBacklog is the number of counter and rollup buckets and of commits

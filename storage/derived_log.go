@@ -19,11 +19,6 @@ func logKey(dst []byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(dst, seq)
 }
 
-// appendCount is the stored form of a counter operand.
-func appendCount(dst []byte, n int64) []byte {
-	return binary.LittleEndian.AppendUint64(dst, uint64(n))
-}
-
 // appendLog encodes a batch's cells:
 //
 //	version | per cell: uvarint ds, len name, uvarint minute index, varint count,
@@ -122,7 +117,7 @@ func decodeLog(v []byte, r *rollups) error {
 			if l.bad {
 				return errCorrupt
 			}
-			a.addSum(r, pn, sumValue{
+			addSum(a, r, pn, sumValue{
 				sum:  math.Float64frombits(binary.LittleEndian.Uint64(b)),
 				comp: math.Float64frombits(binary.LittleEndian.Uint64(b[8:])),
 				n:    int64(cnt),
@@ -151,7 +146,7 @@ func (dv *derived) replayLog() (int, error) {
 			return n, errCorrupt
 		}
 		seq := binary.BigEndian.Uint64(k[1:])
-		r := &rollups{cells: make(map[rollupCell]*rollupAgg), names: make(map[string]string)}
+		r := newRollups()
 		if err := decodeLog(it.Value(), r); err != nil {
 			return n, err
 		}

@@ -212,12 +212,12 @@ func TestDerivedReadsDuringCheckpoints(t *testing.T) {
 }
 
 func TestDerivedLogRoundTrip(t *testing.T) {
-	r := &rollups{cells: map[rollupCell]*rollupAgg{}, names: map[string]string{}}
+	r := newRollups()
 	*r.cell(1, "signup", 5*minuteMs) = rollupAgg{count: 3, hll: []uint32{1<<8 | 2, 9<<8 | 1}, props: []propSum{{"amount", sumValue{sum: 1.5, comp: 1e-17, n: 2}}}}
 	*r.cell(1, "", 5*minuteMs) = rollupAgg{count: -2}
 	*r.cell(400, "x", 0) = rollupAgg{count: 1, props: []propSum{{"a", sumValue{sum: -3, n: 1}}, {"b", sumValue{sum: 4, n: 1}}}}
 	enc := appendLog(nil, r)
-	got := &rollups{cells: map[rollupCell]*rollupAgg{}, names: map[string]string{}}
+	got := newRollups()
 	if err := decodeLog(enc, got); err != nil {
 		t.Fatalf("decodeLog: %v", err)
 	}
@@ -233,10 +233,10 @@ func TestDerivedLogRoundTrip(t *testing.T) {
 	}
 	// Every truncation is refused or decodes to fewer cells; none panics.
 	for i := 0; i < len(enc); i++ {
-		_ = decodeLog(enc[:i], &rollups{cells: map[rollupCell]*rollupAgg{}, names: map[string]string{}})
+		_ = decodeLog(enc[:i], newRollups())
 	}
 	for _, bad := range [][]byte{nil, {9}, {logVersion, 1, 200}} {
-		if err := decodeLog(bad, &rollups{cells: map[rollupCell]*rollupAgg{}, names: map[string]string{}}); err == nil {
+		if err := decodeLog(bad, newRollups()); err == nil {
 			t.Errorf("decodeLog(%x) accepted", bad)
 		}
 	}

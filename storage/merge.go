@@ -41,7 +41,12 @@ func (m *addMerger) MergeNewer(value []byte) error {
 func (m *addMerger) MergeOlder(value []byte) error { return m.MergeNewer(value) }
 
 func (m *addMerger) Finish(bool) ([]byte, io.Closer, error) {
-	return binary.LittleEndian.AppendUint64(nil, uint64(m.sum)), nil, nil
+	return appendCount(nil, m.sum), nil, nil
+}
+
+// appendCount is the stored form of a counter value or operand.
+func appendCount(dst []byte, n int64) []byte {
+	return binary.LittleEndian.AppendUint64(dst, uint64(n))
 }
 
 func decodeCount(v []byte) int64 {

@@ -193,31 +193,21 @@ type rollupAgg struct {
 	props []propSum
 }
 
-func (a *rollupAgg) addProp(r *rollups, name []byte, x float64) {
+// addSum adds s to a cell's sum of the property name: a []byte read from an
+// event, or a string read back from the log.
+func addSum[S ~string | ~[]byte](a *rollupAgg, r *rollups, name S, s sumValue) {
 	for i := range a.props {
 		if a.props[i].name == string(name) {
-			a.props[i].v.add(x)
-			a.props[i].v.n++
-			return
-		}
-	}
-	a.props = append(a.props, propSum{name: r.intern(name), v: sumValue{sum: x, n: 1}})
-}
-
-// addSum adds a property's sum read back from the log.
-func (a *rollupAgg) addSum(r *rollups, name string, s sumValue) {
-	for i := range a.props {
-		if a.props[i].name == name {
 			a.props[i].v.merge(s)
 			return
 		}
 	}
-	a.props = append(a.props, propSum{name: r.intern([]byte(name)), v: s})
+	a.props = append(a.props, propSum{name: intern(r, name), v: s})
 }
 
 // intern returns name as a string, allocating only the first time a pooled
 // accumulator sees it: property names repeat from event to event.
-func (r *rollups) intern(name []byte) string {
+func intern[S ~string | ~[]byte](r *rollups, name S) string {
 	if s, ok := r.names[string(name)]; ok {
 		return s
 	}
@@ -238,9 +228,11 @@ type rollups struct {
 	names map[string]string
 }
 
-var rollupPool = sync.Pool{New: func() any {
+func newRollups() *rollups {
 	return &rollups{cells: make(map[rollupCell]*rollupAgg), names: make(map[string]string)}
-}}
+}
+
+var rollupPool = sync.Pool{New: func() any { return newRollups() }}
 
 func (r *rollups) cell(ds uint32, name string, minute int64) *rollupAgg {
 	k := rollupCell{ds, name, minute}
@@ -308,7 +300,7 @@ func (b *Batch) derive(ds uint32, e *Event, count int64, withName bool) {
 			a.hll = append(a.hll, entry)
 		}
 		for _, p := range nums[:n] {
-			a.addProp(r, p.key, p.v)
+			addSum(a, r, p.key, sumValue{sum: p.v, n: 1})
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -345,7 +346,7 @@ func (d *DB) EventNames(ds uint32) ([]string, error) {
 		ok = it.SeekGE(next)
 	}
 	v.names(ds, names)
-	return sortedNames(names), it.Error()
+	return slices.Sorted(maps.Keys(names)), it.Error()
 }
 
 // GroupQuery groups the raw events of a range by the value of a property.
