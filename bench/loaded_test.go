@@ -154,11 +154,7 @@ func TestStoreStateAndDirSize(t *testing.T) {
 // TestPebbleFillAndState fills the ceiling by count, as the loaded phase
 // does (a tiny N), and reads its state.
 func TestPebbleFillAndState(t *testing.T) {
-	b, err := OpenPebbleBaseline(PebbleOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openTestBaseline(t)
 	res, err := b.Run(context.Background(), PebbleRun{Committers: 4, EventsPerCommit: 100, MaxEvents: 2000})
 	if err != nil {
 		t.Fatal(err)
@@ -175,11 +171,7 @@ func TestPebbleFillAndState(t *testing.T) {
 // TestPebbleSettle: a store without debt settles at once, and the wait is
 // bounded by max.
 func TestPebbleSettle(t *testing.T) {
-	b, err := OpenPebbleBaseline(PebbleOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openTestBaseline(t)
 	if d := b.Settle(context.Background(), 10*time.Second); d >= 10*time.Second {
 		t.Errorf("an empty store waited %v", d)
 	}

@@ -8,12 +8,19 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-func TestPebbleBaselineCommits(t *testing.T) {
+// openTestBaseline opens a Pebble ceiling in a test directory, closed at cleanup.
+func openTestBaseline(t *testing.T) *PebbleBaseline {
+	t.Helper()
 	b, err := OpenPebbleBaseline(PebbleOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestPebbleBaselineCommits(t *testing.T) {
+	b := openTestBaseline(t)
 	tests := []struct {
 		committers, per int
 		max             uint64
@@ -58,11 +65,7 @@ func TestPebbleBaselineCommits(t *testing.T) {
 }
 
 func TestPebbleBaselineQuiesce(t *testing.T) {
-	b, err := OpenPebbleBaseline(PebbleOptions{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openTestBaseline(t)
 	if _, err := b.Run(context.Background(), PebbleRun{Committers: 2, EventsPerCommit: 10, Duration: time.Minute, MaxEvents: 200}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,14 +12,13 @@ import (
 // the cost the rollups add to ingest (compare with the numbers in
 // docs/analytics.md, taken before rollups existed).
 func benchIngest(b *testing.B, size int, sync bool) {
-	opts := Options{}
-	if !sync {
+	opts, dir := Options{}, "bench"
+	if sync {
+		dir = b.TempDir()
+	} else {
 		opts.FS = vfs.NewMem() // CPU cost only: no disk, no fsync
 	}
-	d, err := Open("bench", opts)
-	if sync {
-		d, err = Open(b.TempDir(), opts)
-	}
+	d, err := Open(dir, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
