@@ -40,10 +40,16 @@ func headerBearer(h *fasthttp.RequestHeader) []byte {
 // already (principalHeader): looking its id up spares hashing the key a
 // second time. A key revoked since the hook is not found either way.
 func (s *Server) principal(ctx *fasthttp.RequestCtx) *engine.Principal {
+	var p *engine.Principal
 	if id := ctx.Request.Header.Peek(principalHeader); len(id) > 0 {
-		return s.eng.PrincipalByID(string(id))
+		p = s.eng.PrincipalByID(string(id))
+	} else {
+		p = s.eng.Authenticate(apiKey(ctx))
 	}
-	return s.eng.Authenticate(apiKey(ctx))
+	if s.access != nil && p != nil {
+		ctx.SetUserValue(keyIDValue, p.KeyID())
+	}
+	return p
 }
 
 // authenticate resolves the request's key or answers 401.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -53,6 +54,13 @@ type Config struct {
 	// AdminHeaderTimeout and AdminBodyTimeout bound the admin listener's
 	// header and body reads; zero means the defaults (10 s, 30 s).
 	AdminHeaderTimeout, AdminBodyTimeout time.Duration
+	// AccessLog, if not nil, receives one JSON line per sampled request
+	// (accesslog.go); nil, the default, logs nothing and costs one branch.
+	AccessLog io.Writer
+	// AccessLogSample is the fraction of requests logged, up to 1; zero,
+	// the field's default, logs every request (serve passes no AccessLog
+	// for --access-log-sample 0).
+	AccessLogSample float64
 }
 
 // Server holds the public and the admin fasthttp servers.
@@ -86,6 +94,7 @@ type Server struct {
 	// Request bodies held at once, per listener (body.go).
 	bodies, adminBodies *bodyBudget
 	adminBodyTimeout    time.Duration
+	access              *accessLog // nil when off
 }
 
 // New builds both servers; call Serve with listeners to start them.
@@ -120,6 +129,7 @@ func New(cfg Config) *Server {
 	cfg.Engine.OnRevoked(s.streams.revoke)
 	s.inflight = s.metrics.Gauge("eventd_http_inflight_requests", "HTTP requests being served.", "")
 	s.panics = s.metrics.Counter("eventd_http_panics_total", "Handler panics recovered.", "")
+	s.access = newAccessLog(cfg.AccessLog, cfg.AccessLogSample)
 	s.dash = newDashboard(cfg.SessionIdle)
 	s.auth = newAuthGuard(s.metrics)
 	s.adminHosts = parseAdminHosts(cfg.AdminHosts)
@@ -209,16 +219,10 @@ func validRequestID(id []byte) bool {
 	return true
 }
 
-// route wraps a handler with the request id, panic recovery and metrics.
+// route wraps a handler with the request id, panic recovery, metrics and
+// the access log.
 func (s *Server) route(name string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
-	type codeCounters [6]*metrics.Counter // 1xx..5xx by status/100, [0] other
-	var counters codeCounters
-	for i := range counters {
-		counters[i] = s.metrics.Counter("eventd_http_requests_total", "HTTP requests by route and status class.",
-			fmt.Sprintf(`route=%q,code="%dxx"`, name, i))
-	}
-	latency := s.metrics.Histogram("eventd_http_request_seconds", "HTTP request latency by route.",
-		fmt.Sprintf(`route=%q`, name), metrics.LatencyBuckets)
+	rm := s.routeMetrics(name)
 	return func(ctx *fasthttp.RequestCtx) {
 		start := time.Now()
 		s.inflight.Add(1)
@@ -235,12 +239,12 @@ func (s *Server) route(name string, h fasthttp.RequestHandler) fasthttp.RequestH
 			}
 			s.inflight.Add(-1)
 			closeIfBodyUnread(ctx)
-			class := ctx.Response.StatusCode() / 100
-			if class < 1 || class > 5 {
-				class = 0
+			elapsed := time.Since(start)
+			rm.requests(ctx.Response.StatusCode()).Inc()
+			rm.latency.Observe(elapsed.Seconds())
+			if s.access != nil {
+				s.access.record(ctx, name, elapsed)
 			}
-			counters[class].Inc()
-			latency.Observe(time.Since(start).Seconds())
 		}()
 		h(ctx)
 	}
@@ -270,8 +274,11 @@ func (s *Server) handleHealth(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) handleMetrics(ctx *fasthttp.RequestCtx) {
-	ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
-	_, _ = s.metrics.WriteTo(ctx)
+	ctx.SetContentType(metrics.ContentType)
+	if _, err := s.metrics.WriteTo(ctx); err != nil {
+		// A failed collector leaves its families out; the rest is still worth serving.
+		s.log.Warn("metrics collection", "err", err)
+	}
 }
 
 type slogAdapter struct{ l *slog.Logger }

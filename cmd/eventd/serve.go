@@ -37,6 +37,7 @@ type serveConfig struct {
 	disk                                                                        diskConfig // disk.go
 	maxInflightBody                                                             int64
 	adminHeaderTimeout, adminBodyTimeout                                        time.Duration
+	access                                                                      accessLogConfig // accesslog.go
 }
 
 func serve(args []string) error {
@@ -67,6 +68,7 @@ func serve(args []string) error {
 	var conns connConfig
 	conns.register(fs)
 	c.disk.register(fs)
+	c.access.register(fs)
 	if err := envFlags(fs); err != nil {
 		return err
 	}
@@ -81,6 +83,15 @@ func serve(args []string) error {
 		return usageError{err}
 	}
 	conns.setup(log)
+	accessOut, closeAccess, err := c.access.open()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := closeAccess(); err != nil {
+			log.Error("close access log", "err", err)
+		}
+	}()
 	// Catch SIGTERM/SIGINT from the start: one that arrives while the store
 	// opens or just after "eventd listening" must still stop cleanly (exit 0)
 	// instead of killing the process with the default action.
@@ -121,7 +132,8 @@ func serve(args []string) error {
 	srv := eventdhttp.New(eventdhttp.Config{Engine: eng, Logger: log, AdminToken: token,
 		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, StreamLinger: c.streamLinger, SessionIdle: c.sessionIdle,
 		AdminHosts:      strings.Split(c.adminHost, ","),
-		MaxInflightBody: inflightBody(c.maxInflightBody), AdminHeaderTimeout: c.adminHeaderTimeout, AdminBodyTimeout: c.adminBodyTimeout})
+		MaxInflightBody: inflightBody(c.maxInflightBody), AdminHeaderTimeout: c.adminHeaderTimeout, AdminBodyTimeout: c.adminBodyTimeout,
+		AccessLog: accessOut, AccessLogSample: c.access.sample})
 	pub, err := listen(c.listen, c.tlsCert, c.tlsKey, conns.guard("public", log, eng.Metrics()))
 	if err != nil {
 		_ = eng.Close()

@@ -42,10 +42,58 @@ eventd_up 1
 	}
 }
 
+// A backslash or newline in HELP, or a quote in a label value, must be
+// escaped, or Prometheus's parser rejects the whole scrape.
+func TestEscaping(t *testing.T) {
+	r := New()
+	r.Counter("eventd_x_total", `A \ and a`+"\nnewline.", `path="a\"b"`).Inc()
+	var sb strings.Builder
+	if _, err := r.WriteTo(&sb); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`# HELP eventd_x_total A \\ and a\nnewline.`, `eventd_x_total{path="a\"b"} 1`} {
+		if !strings.Contains(sb.String(), want+"\n") {
+			t.Errorf("missing %q in\n%s", want, sb.String())
+		}
+	}
+}
+
 func TestSameSeriesReturned(t *testing.T) {
 	r := New()
 	if r.Counter("a", "h", "") != r.Counter("a", "h", "") {
 		t.Fatal("Counter returned a new series for the same name and labels")
+	}
+	if r.Counter("b", "h", `x="1"`) == r.Counter("b", "h", `x="2"`) {
+		t.Fatal("Counter returned one series for two label values")
+	}
+}
+
+func TestMismatchPanics(t *testing.T) {
+	for name, f := range map[string]func(r *Registry){
+		"type":   func(r *Registry) { r.Gauge("a", "h", "") },
+		"labels": func(r *Registry) { r.Counter("a", "h", `y="1"`) },
+		"syntax": func(r *Registry) { r.Counter("b", "h", `y=1`) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := New()
+			r.Counter("a", "h", "")
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			f(r)
+		})
+	}
+}
+
+func TestParseLabels(t *testing.T) {
+	names, values, err := parseLabels(`route="create_event",code="201",q="a,b=\"c\""`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(names, " ") != "route code q" || strings.Join(values, " ") != `create_event 201 a,b="c"` {
+		t.Fatalf("names %q values %q", names, values)
 	}
 }
 
@@ -56,13 +104,16 @@ func TestRegisterProcess(t *testing.T) {
 	if _, err := r.WriteTo(&sb); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"process_resident_memory_bytes ", "go_heap_objects_bytes ", "go_goroutines "} {
+	for _, name := range []string{"process_resident_memory_bytes ", "go_memstats_heap_alloc_bytes ", "go_goroutines ", "go_gc_duration_seconds_count "} {
 		i := strings.Index(sb.String(), "\n"+name)
 		if i < 0 {
 			t.Fatalf("%q missing:\n%s", name, sb.String())
 		}
-		if v := strings.Fields(sb.String()[i+1:])[1]; v == "0" {
+		if v := strings.Fields(sb.String()[i+1:])[1]; v == "0" && name != "go_gc_duration_seconds_count " {
 			t.Fatalf("%s is 0", name)
 		}
+	}
+	if !strings.Contains(sb.String(), "\neventd_build_info{goversion=\"go") {
+		t.Fatalf("eventd_build_info missing:\n%s", sb.String())
 	}
 }

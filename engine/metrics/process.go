@@ -1,47 +1,35 @@
 package metrics
 
 import (
-	"os"
-	"runtime"
-	"runtime/metrics"
-	"strconv"
-	"strings"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/eventd/eventd/buildinfo"
 )
 
-// RegisterProcess adds the process's memory and goroutine gauges, so a soak
-// run can tell from /metrics alone whether memory stays flat.
+// RegisterProcess adds client_golang's standard Go runtime (go_*) and
+// process (process_*) collectors, so a soak run can tell from /metrics
+// alone whether memory, goroutines and file descriptors stay flat, and
+// eventd_build_info, so a dashboard can tell which build it is looking at.
+// eventd's own metrics never use the go_ or process_ namespaces.
 func (r *Registry) RegisterProcess() {
-	r.GaugeFunc("process_resident_memory_bytes", "Resident memory of the process.", "", residentBytes)
-	r.GaugeFunc("go_heap_objects_bytes", "Bytes of live and not yet swept heap objects.", "", func() float64 {
-		return readRuntime("/memory/classes/heap/objects:bytes")
-	})
-	r.GaugeFunc("go_goroutines", "Goroutines that currently exist.", "", func() float64 {
-		return float64(runtime.NumGoroutine())
-	})
+	r.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo(buildinfo.Get()),
+	)
 }
 
-func readRuntime(name string) float64 {
-	s := []metrics.Sample{{Name: name}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return float64(s[0].Value.Uint64())
-}
-
-// residentBytes reads /proc/self/statm (Linux); 0 elsewhere.
-func residentBytes() float64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0
-	}
-	pages, err := strconv.ParseFloat(f[1], 64)
-	if err != nil {
-		return 0
-	}
-	return pages * float64(os.Getpagesize())
+// buildInfo is the constant 1 with the build's identity as labels, the
+// convention for joining a version onto other series in PromQL.
+func buildInfo(b buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "eventd_build_info",
+		Help: "A constant 1 labelled with the running build's version, VCS revision and Go version.",
+		ConstLabels: prometheus.Labels{
+			"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion,
+		},
+	})
+	g.Set(1)
+	return g
 }
