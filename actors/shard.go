@@ -141,7 +141,7 @@ func NewShards(system *actor.ActorSystem, db *storage.DB, gen *ids.Generator, n 
 		events:      reg.Counter("eventd_events_stored_total", "Events made durable.", ""),
 		failures:    reg.Counter("eventd_commit_failures_total", "Pebble commits that failed.", ""),
 		batchEvents: reg.Histogram("eventd_commit_batch_events", "Events per group commit.", "", []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096}),
-		commitTime:  reg.Histogram("eventd_commit_seconds", "Time of one group commit including fsync.", "", metrics.LatencyBuckets),
+		commitTime:  reg.Histogram("eventd_commit_duration_seconds", "Time of one group commit including fsync.", "", metrics.LatencyBuckets),
 	}
 	for i := 0; i < n; i++ {
 		sh := &shard{db: db, gen: gen, broadcaster: broadcaster, system: system, log: log, m: m}

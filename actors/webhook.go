@@ -366,7 +366,7 @@ func NewWebhooks(system *actor.ActorSystem, db *storage.DB, o WebhookOptions) (*
 			"Webhook delivery attempts by outcome: success (2xx), retry (failed, will retry), failed (no retries left), gone (410, endpoint disabled).",
 			`outcome="`+oc+`"`)
 	}
-	w.latency = reg.Histogram("eventd_webhook_attempt_seconds", "Time of one webhook HTTP request.", "", metrics.LatencyBuckets)
+	w.latency = reg.Histogram("eventd_webhook_attempt_duration_seconds", "Time of one webhook HTTP request.", "", metrics.LatencyBuckets)
 	reg.GaugeFunc("eventd_webhook_queue_depth", "Webhook deliveries not yet delivered.", "", func() float64 { return float64(w.pendingN.Load()) })
 	reg.GaugeFunc("eventd_webhook_outbox_events", "Events waiting to be batched into an event.created delivery.", "", func() float64 { return float64(w.bufferedN.Load()) })
 	reg.GaugeFunc("eventd_webhook_inflight", "Webhook requests in flight.", "", func() float64 { return float64(w.inflightN.Load()) })

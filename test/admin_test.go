@@ -982,7 +982,7 @@ func TestAdminErrorsHealthMetrics(t *testing.T) {
 		body := string(r.Body)
 		for _, want := range []string{
 			"# TYPE eventd_http_requests_total counter",
-			`eventd_http_requests_total{route="create_event",code="2xx"} 1`,
+			`eventd_http_requests_total{code="201",route="create_event"} 1`,
 			"# TYPE eventd_commits_total counter",
 			"# HELP eventd_commits_total",
 		} {
