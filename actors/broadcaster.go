@@ -47,7 +47,9 @@ func NewBroadcaster(system *actor.ActorSystem, reg *metrics.Registry) *actor.PID
 		delivered: reg.Counter("eventd_broadcast_offers_total", "Events offered to stream subscribers.", ""),
 		batches:   reg.Counter("eventd_broadcast_batches_total", "Committed batches received by the broadcaster.", ""),
 	}
-	return system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return b }))
+	var mb mailboxHeld
+	RegisterMailboxDepth(reg, "broadcaster", mb.depth)
+	return system.Root.Spawn(mb.props(func() actor.Actor { return b }))
 }
 
 func (b *broadcaster) Receive(ctx actor.Context) {

@@ -61,7 +61,9 @@ func NewGoals(system *actor.ActorSystem, db *storage.DB, src GoalSource, reg *me
 		evaluated: reg.Counter("eventd_goal_events_evaluated_total", "Events evaluated against goals.", ""),
 		completed: reg.Counter("eventd_goal_completions_total", "Goal completions recorded.", ""),
 	}
-	return system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return g }))
+	var mb mailboxHeld
+	RegisterMailboxDepth(reg, "goals", mb.depth)
+	return system.Root.Spawn(mb.props(func() actor.Actor { return g }))
 }
 
 // Receive handles committed batches, one at a time, after the start-up catch-up.

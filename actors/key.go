@@ -354,6 +354,8 @@ type Keys struct {
 
 	mu   sync.RWMutex
 	pids map[string]*actor.PID
+	// mailboxes are the live actors' mailboxes, for the depth gauge.
+	mailboxes map[*actor.PID]*mailboxHeld
 
 	// gate, when set, is asked before every write; an error refuses it.
 	gate func() error
@@ -365,7 +367,8 @@ func (r *Keys) SetWriteGate(gate func() error) { r.gate = gate }
 
 // NewKeys returns an empty registry; idle is how long an unused key actor lives.
 func NewKeys(system *actor.ActorSystem, db *storage.DB, shards *Shards, log *slog.Logger, idle time.Duration) *Keys {
-	return &Keys{system: system, db: db, shards: shards, log: log, idle: idle, pids: make(map[string]*actor.PID)}
+	return &Keys{system: system, db: db, shards: shards, log: log, idle: idle, pids: make(map[string]*actor.PID),
+		mailboxes: make(map[*actor.PID]*mailboxHeld)}
 }
 
 // Send delivers msg to the actor of cfg's key, spawning it first if needed.
@@ -384,8 +387,10 @@ func (r *Keys) Send(cfg *KeyConfig, msg any) {
 	pid = r.pids[cfg.ID]
 	if pid == nil {
 		k := &keyActor{cfg: cfg, keys: r}
-		pid = r.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return k }))
+		mb := &mailboxHeld{}
+		pid = r.system.Root.Spawn(mb.props(func() actor.Actor { return k }))
 		r.pids[cfg.ID] = pid
+		r.mailboxes[pid] = mb
 	}
 	r.system.Root.Send(pid, msg)
 	r.mu.Unlock()
@@ -401,6 +406,7 @@ func (r *Keys) passivate(id string, pid *actor.PID, persist func()) bool {
 	}
 	persist()
 	delete(r.pids, id)
+	delete(r.mailboxes, pid)
 	r.system.Root.Poison(pid)
 	return true
 }
@@ -410,6 +416,7 @@ func (r *Keys) Forget(id string) {
 	r.mu.Lock()
 	pid := r.pids[id]
 	delete(r.pids, id)
+	delete(r.mailboxes, pid)
 	r.mu.Unlock()
 	if pid != nil {
 		r.system.Root.Poison(pid)
@@ -423,6 +430,18 @@ func (r *Keys) PersistAll() {
 	for _, pid := range r.pids {
 		r.system.Root.Send(pid, persistTick{})
 	}
+}
+
+// MailboxDepth is the number of messages waiting at the live key actors,
+// summed at scrape time.
+func (r *Keys) MailboxDepth() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	d := 0
+	for _, mb := range r.mailboxes {
+		d += mb.depth()
+	}
+	return d
 }
 
 // Len is the number of live key actors.
@@ -439,6 +458,7 @@ func (r *Keys) StopAll() {
 	for id, pid := range r.pids {
 		pids = append(pids, pid)
 		delete(r.pids, id)
+		delete(r.mailboxes, pid)
 	}
 	r.mu.Unlock()
 	for _, pid := range pids {

@@ -143,12 +143,20 @@ func NewShards(system *actor.ActorSystem, db *storage.DB, gen *ids.Generator, n 
 		batchEvents: reg.Histogram("eventd_commit_batch_events", "Events per group commit.", "", []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096}),
 		commitTime:  reg.Histogram("eventd_commit_duration_seconds", "Time of one group commit including fsync.", "", metrics.LatencyBuckets),
 	}
+	mbs := make([]mailboxHeld, n)
 	for i := 0; i < n; i++ {
 		sh := &shard{db: db, gen: gen, broadcaster: broadcaster, system: system, log: log, m: m}
 		s.shards = append(s.shards, sh)
-		s.pids = append(s.pids, system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return sh })))
+		s.pids = append(s.pids, system.Root.Spawn(mbs[i].props(func() actor.Actor { return sh })))
 	}
 	reg.GaugeFunc("eventd_shard_queue", "Commits queued at the shards.", "", func() float64 { return float64(s.Queued()) })
+	RegisterMailboxDepth(reg, "shard", func() int {
+		d := 0
+		for i := range mbs {
+			d += mbs[i].depth()
+		}
+		return d
+	})
 	return s
 }
 

@@ -376,7 +376,9 @@ func NewWebhooks(system *actor.ActorSystem, db *storage.DB, o WebhookOptions) (*
 	if err := a.load(); err != nil {
 		return nil, err
 	}
-	w.pid = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+	var mb mailboxHeld
+	RegisterMailboxDepth(reg, "webhook", mb.depth)
+	w.pid = system.Root.Spawn(mb.props(func() actor.Actor { return a }))
 	system.Root.Send(w.pid, wake{})
 	return w, nil
 }

@@ -159,6 +159,7 @@ func Open(cfg Config) (*Engine, error) {
 	e.keys = actors.NewKeys(e.system, db, e.shards, cfg.Logger, cfg.KeyIdle)
 	e.startDisk()
 	e.metrics.GaugeFunc("eventd_key_actors", "Live key actors.", "", func() float64 { return float64(e.keys.Len()) })
+	actors.RegisterMailboxDepth(e.metrics, "key", e.keys.MailboxDepth)
 	e.metrics.GaugeFunc("eventd_derived_buckets", "Counter and rollup buckets held in memory until the next checkpoint.", "", func() float64 {
 		b, _ := e.db.DerivedBacklog()
 		return float64(b)

@@ -57,7 +57,7 @@ type streams struct {
 }
 
 func newStreams(reg *metrics.Registry) *streams {
-	return &streams{
+	st := &streams{
 		subs:        make(map[*subscriber]struct{}),
 		subscribers: reg.Gauge("eventd_stream_subscribers", "Open /stream connections.", ""),
 		sent:        reg.Counter("eventd_stream_messages_sent_total", "Event messages written to /stream clients.", ""),
@@ -65,6 +65,21 @@ func newStreams(reg *metrics.Registry) *streams {
 		slowCloses:  reg.Counter("eventd_stream_slow_consumer_closes_total", "Subscribers closed with 4008 slow_consumer.", ""),
 		revokes:     reg.Counter("eventd_stream_revoked_closes_total", "Subscribers closed with 4001 because their key was revoked or their project deleted.", ""),
 	}
+	// The broadcaster's fan-out backlog: events offered and not yet written,
+	// summed over subscribers at scrape time (Offer pays nothing more).
+	reg.GaugeFunc("eventd_stream_queued_events", "Events queued for /stream subscribers and not yet written, over all subscribers.", "", st.queuedEvents)
+	return st
+}
+
+// queuedEvents sums the subscribers' queues.
+func (st *streams) queuedEvents() float64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var n int64
+	for sub := range st.subs {
+		n += sub.queued.Load()
+	}
+	return float64(n)
 }
 
 // revoke closes, with 4001 and the reason, the streams of the keys (or the
