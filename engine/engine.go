@@ -15,6 +15,7 @@ import (
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/engine/ratelimit"
+	"github.com/eventd/eventd/engine/storemetrics"
 	"github.com/eventd/eventd/storage"
 	"github.com/eventd/eventd/storage/diskspace"
 )
@@ -116,11 +117,13 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = 10 * time.Second
 	}
+	stalls := storemetrics.NewStalls()
 	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly,
-		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval})
+		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, Events: stalls.Listener()})
 	if err != nil {
 		return nil, err
 	}
+	cfg.Metrics.MustRegister(storemetrics.NewCollector(db.Metrics, stalls))
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, db: db, metrics: cfg.Metrics,
 		ipGuard:    ratelimit.NewIPGuard(600),

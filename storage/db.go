@@ -32,6 +32,10 @@ type Options struct {
 	// commits arriving meanwhile share the next one (Pebble's option; 0:
 	// sync as soon as a commit asks).
 	WALMinSyncInterval time.Duration
+	// Events, if not nil, also receives Pebble's events (e.g. write stalls
+	// for the metrics); its callbacks run on Pebble's goroutines and must
+	// not block.
+	Events *pebble.EventListener
 }
 
 // DefaultWALMinSyncInterval is serve's --wal-min-sync-interval: at 16,667
@@ -62,10 +66,15 @@ var ErrNotFound = errors.New("storage: not found")
 func Open(dir string, o Options) (*DB, error) {
 	fatal := &fatalState{log: o.Logger, onFatal: o.OnFatal}
 	bg := &backgroundErrors{log: o.Logger, sleep: time.Second}
+	events := &pebble.EventListener{BackgroundError: bg.handle}
+	if o.Events != nil {
+		tee := pebble.TeeEventListener(*events, *o.Events)
+		events = &tee
+	}
 	opts := &pebble.Options{
 		Merger:        merger,
 		Logger:        pebbleLogger{l: o.Logger, fatal: fatal},
-		EventListener: &pebble.EventListener{BackgroundError: bg.handle},
+		EventListener: events,
 		FS:            o.FS,
 		// Concurrent Sync commits from several shards share one fsync; a
 		// larger memtable keeps write stalls away under sustained ingest.
@@ -124,6 +133,11 @@ func (d *DB) Close() error {
 
 // Pebble exposes the underlying database for checkpoints and metrics.
 func (d *DB) Pebble() *pebble.DB { return d.db }
+
+// Metrics is Pebble's snapshot of its internals (LSM shape, flushes,
+// compactions, WAL, fsync latency), read at scrape time: it takes Pebble's
+// locks briefly, so it must not be called per request.
+func (d *DB) Metrics() *pebble.Metrics { return d.db.Metrics() }
 
 // Flush makes the WAL durable: used at shutdown and after non-synced writes.
 func (d *DB) Flush() error {
