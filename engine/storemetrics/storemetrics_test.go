@@ -124,4 +124,4 @@ func TestFsyncBuckets(t *testing.T) {
 type collectorFunc func(chan<- prometheus.Metric)
 
 func (f collectorFunc) Describe(ch chan<- *prometheus.Desc) { ch <- fsyncDesc }
-func (f collectorFunc) Collect(ch chan<- prometheus.Metric)  { f(ch) }
+func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
