@@ -36,7 +36,27 @@ func TestGrafanaDashboardMetricsExported(t *testing.T) {
 	wantStatus(t, Do(t, "POST", s.Public+"/events", key, map[string]any{}), 400)
 	wantStatus(t, Do(t, "POST", s.Public+"/events", "sk_live_unknown", map[string]any{"event": "x"}), 401)
 
-	families := exportedFamilies(t, string(s.AdminDo(t, "GET", "/metrics", nil).Body))
+	body := string(s.AdminDo(t, "GET", "/metrics", nil).Body)
+	families := exportedFamilies(t, body)
+	// Some values the traffic above must have moved: the full status code,
+	// fsyncs seen by Pebble's histogram, the build's identity.
+	for _, prefix := range []string{
+		`eventd_http_requests_total{code="201",route="create_event"} 1`,
+		`eventd_http_requests_total{code="400",route="create_event"} 1`,
+		`eventd_http_requests_total{code="401",route="create_event"} 1`,
+		`eventd_build_info{goversion="go`,
+		`eventd_pebble_write_stalls_total{reason="l0_file_count"} 0`,
+	} {
+		if !strings.Contains(body, "\n"+prefix) {
+			t.Errorf("/metrics lacks %s", prefix)
+		}
+	}
+	if v := metricValue(t, body, "eventd_pebble_wal_fsync_duration_seconds_count"); v < 2 {
+		t.Errorf("eventd_pebble_wal_fsync_duration_seconds_count %v after two synced writes", v)
+	}
+	if _, ok := families["go_heap_objects_bytes"]; ok {
+		t.Error("go_heap_objects_bytes: eventd writes no go_ metric of its own (the standard collector does)")
+	}
 	var missing []string
 	for name := range queried {
 		if !familyExported(families, name) {
