@@ -118,3 +118,26 @@ func TestAccessLogBadSample(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// --access-log - writes the lines to standard output, apart from the
+// service's log on standard error.
+func TestAccessLogStdout(t *testing.T) {
+	s := Start(t, "--access-log", "-")
+	wantStatus(t, Do(t, "GET", s.Public+"/healthz", "", nil), 200)
+	if err := s.Stop(); err != nil { // the harness reads stdout whole at exit
+		t.Fatal(err)
+	}
+	var found bool
+	for _, line := range strings.Split(s.Stdout(), "\n") {
+		var l accessLine
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "access" && l.Route == "healthz" && l.Status == 200 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no access line for /healthz on stdout:\n%s", s.Stdout())
+	}
+	if strings.Contains(s.Logs(), `"msg":"access"`) || strings.Contains(s.Logs(), "msg=access") {
+		t.Error("access lines on stderr")
+	}
+}
