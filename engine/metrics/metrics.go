@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -33,7 +34,7 @@ type Registry struct {
 type family struct {
 	typ    string
 	labels []string
-	vec    any // *prometheus.CounterVec, *prometheus.GaugeVec, *prometheus.HistogramVec or nil (GaugeFunc)
+	vec    any // *prometheus.CounterVec, *prometheus.HistogramVec, or nil for a gauge (one collector per series)
 }
 
 // New returns an empty registry.
@@ -112,46 +113,47 @@ func (r *Registry) Counter(name, help, labels string) *Counter {
 		}).(*Counter)
 }
 
-// Gauge is a value that goes up and down.
-type Gauge struct{ g prometheus.Gauge }
+// Gauge is a value that goes up and down. It is an atomic integer read at
+// scrape time, not a client_golang Gauge, whose float Add is a
+// compare-and-swap loop: the in-flight gauge moves twice per request.
+type Gauge struct{ v atomic.Int64 }
 
 // Set replaces the value.
-func (g *Gauge) Set(v int64) { g.g.Set(float64(v)) }
+func (g *Gauge) Set(v int64) { g.v.Store(v) }
 
 // Add changes the value by d.
-func (g *Gauge) Add(d int64) { g.g.Add(float64(d)) }
+func (g *Gauge) Add(d int64) { g.v.Add(d) }
 
-// Value reads the gauge (tests; it builds a protobuf).
-func (g *Gauge) Value() int64 {
-	var m dto.Metric
-	_ = g.g.Write(&m)
-	return int64(m.GetGauge().GetValue())
-}
+// Value reads the gauge.
+func (g *Gauge) Value() int64 { return g.v.Load() }
 
 // Gauge returns the gauge of name with labels, creating it once.
 func (r *Registry) Gauge(name, help, labels string) *Gauge {
-	return r.lookup(name, help, "gauge", labels,
-		func(names []string) any {
-			return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, names)
-		},
-		func(vec any, values []string) any {
-			return &Gauge{vec.(*prometheus.GaugeVec).WithLabelValues(values...)}
-		}).(*Gauge)
+	return r.lookup(name, help, "gauge", labels, nil, func(_ any, values []string) any {
+		g := &Gauge{}
+		r.gaugeFunc(name, help, labels, values, func() float64 { return float64(g.v.Load()) })
+		return g
+	}).(*Gauge)
 }
 
-// GaugeFunc registers a gauge read from fn at scrape time. Its labels are
-// constant labels of its own collector, so series of one family may come
-// from different owners (each listener its own).
+// GaugeFunc registers a gauge read from fn at scrape time.
 func (r *Registry) GaugeFunc(name, help, labels string, fn func() float64) {
-	r.lookup(name, help, "gaugefunc", labels, nil, func(_ any, values []string) any {
-		names, _, _ := parseLabels(labels)
-		cl := prometheus.Labels{}
-		for i, n := range names {
-			cl[n] = values[i]
-		}
-		r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, fn))
+	r.lookup(name, help, "gauge", labels, nil, func(_ any, values []string) any {
+		r.gaugeFunc(name, help, labels, values, fn)
 		return nil
 	})
+}
+
+// gaugeFunc registers one series of a gauge family as its own collector,
+// its labels constant, so series of one family may come from different
+// owners (each listener its own). r.mu is held.
+func (r *Registry) gaugeFunc(name, help, labels string, values []string, fn func() float64) {
+	names, _, _ := parseLabels(labels)
+	cl := prometheus.Labels{}
+	for i, n := range names {
+		cl[n] = values[i]
+	}
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, fn))
 }
 
 // Histogram counts observations in fixed cumulative buckets.
