@@ -15,9 +15,11 @@ run: build
 
 # test: static checks, then every package under the race detector (unit
 # tests, fuzz seed corpora, and the end-to-end suite in ./test, which builds
-# and starts the real binary on loopback).
+# and starts the real binary on loopback), then the Go client, a module of
+# its own (http/client/go.mod) that ./... does not reach.
 test: vet fmt-check browser-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd http/client && $(GO) test -race -count=1 -timeout 10m ./...
 
 # browser-deps: what the t.js browser test (test/tjs_test.go) needs: Debian's
 # chromium and playwright-core from npm. Best effort: when either cannot be
@@ -45,6 +47,7 @@ test/browser/node_modules/.package-lock.json: test/browser/package-lock.json tes
 
 vet:
 	$(GO) vet $(PKGS)
+	cd http/client && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
