@@ -64,11 +64,13 @@ func loadContract() error {
 	return contract.err
 }
 
-// adminListeners holds the host:port of every admin listener the suite
-// started, so a check knows which listener a request went to: the document
-// gives each operation a server (public or admin), and a public route asked
-// of the admin listener (or the reverse) is an unknown path there.
-var adminListeners sync.Map
+// listenerIsAdmin maps the host:port of every listener the suite started to
+// whether it is an admin listener, so a check knows which listener a request
+// went to: the document gives each operation a server (public or admin), and
+// a public route asked of the admin listener (or the reverse) is an unknown
+// path there. A later server may get a port an earlier one used, so every
+// start records both of its listeners again.
+var listenerIsAdmin sync.Map
 
 // checkContract fails the test when the response to req does not match
 // docs/openapi.yaml: its status must be documented for the path and method
@@ -145,7 +147,8 @@ func onListener(req *http.Request, op *v3.Operation, item *v3.PathItem) bool {
 	if len(servers) == 0 {
 		return true
 	}
-	_, isAdmin := adminListeners.Load(req.URL.Host)
+	v, _ := listenerIsAdmin.Load(req.URL.Host)
+	isAdmin, _ := v.(bool)
 	for _, s := range servers {
 		if strings.HasSuffix(s.URL, ":8081") == isAdmin {
 			return true

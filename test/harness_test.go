@@ -150,7 +150,9 @@ func (s *Server) launch(args, env []string) {
 	select {
 	case a := <-addrs:
 		s.Public, s.Admin = "http://"+a[0], "http://"+a[1]
-		adminListeners.Store(a[1], true)
+		// Ports are reused across the suite's servers: record both roles anew.
+		listenerIsAdmin.Store(a[0], false)
+		listenerIsAdmin.Store(a[1], true)
 	case <-s.exited:
 		s.t.Fatalf("eventd exited at start: %v\n%s", s.exitErr, s.Logs())
 	case <-time.After(30 * time.Second):
