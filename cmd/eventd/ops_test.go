@@ -68,6 +68,16 @@ func TestProbe(t *testing.T) {
 			}
 		})
 	}
+	// HTTPS: the certificate names the public host, not loopback, and is not checked.
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	}))
+	t.Cleanup(tlsSrv.Close)
+	tctx, tcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(tcancel)
+	if err := probe(tctx, tlsSrv.URL+"/healthz", &bytes.Buffer{}); err != nil {
+		t.Fatalf("probe over HTTPS: %v", err)
+	}
 	// Nothing listening: an error, not a hang.
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL + "/healthz"
