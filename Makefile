@@ -53,6 +53,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 IMAGE     ?= localhost/eventd:$(VERSION)
 CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 IMAGE_CTX ?= bin/image
+BUILD_FLAGS ?=
 
 image:
 	rm -rf $(IMAGE_CTX) && mkdir -p $(IMAGE_CTX)/data
@@ -61,7 +62,7 @@ image:
 		-o $(IMAGE_CTX)/eventd ./cmd/eventd
 	@if [ -r "$(CA_BUNDLE)" ]; then cp "$(CA_BUNDLE)" $(IMAGE_CTX)/ca-certificates.crt; \
 	else echo "no CA bundle at $(CA_BUNDLE): webhooks over HTTPS will fail in the image"; : > $(IMAGE_CTX)/ca-certificates.crt; fi
-	$(CONTAINER) build $(if $(findstring podman,$(CONTAINER)),--format docker) --build-arg VERSION=$(VERSION) \
+	$(CONTAINER) build $(if $(findstring podman,$(CONTAINER)),--format docker) $(BUILD_FLAGS) --build-arg VERSION=$(VERSION) \
 		-f docs/deploy/Containerfile -t $(IMAGE) $(IMAGE_CTX)
 	@echo "built $(IMAGE)"
 
