@@ -1,2 +1,3 @@
-// Package docs holds eventd's OpenAPI 3.1 description (openapi.yaml) and the tests that keep it valid and complete.
+// Package docs holds eventd's OpenAPI 3.1 description (openapi.yaml), the
+// deployment files under deploy/, and the tests that keep them valid.
 package docs

@@ -110,6 +110,7 @@ var wantRoutes = []string{
 	"POST /logout",
 	"GET /session",
 	"GET /assets/{}",
+	"GET /assets/pages/{}",
 	"GET /admin/v1/projects/{}/analytics",
 	"GET /admin/v1/projects/{}/stream",
 }
@@ -117,7 +118,7 @@ var wantRoutes = []string{
 // adminWithoutToken are the admin-listener routes that need no admin token.
 // The dashboard's page sends a browser without a session to its login page,
 // and its static code holds no data.
-var adminWithoutToken = []string{"GET /metrics", "GET /", "GET /login", "POST /login", "GET /assets/{file}"}
+var adminWithoutToken = []string{"GET /metrics", "GET /", "GET /login", "POST /login", "GET /assets/{file}", "GET /assets/pages/{file}"}
 
 // adminSessionOnly are the admin-listener routes of the dashboard session itself.
 var adminSessionOnly = []string{"POST /logout", "GET /session"}

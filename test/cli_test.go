@@ -248,3 +248,40 @@ func TestCLIErrors(t *testing.T) {
 		t.Errorf("keys after failed commands:\n%s", out)
 	}
 }
+
+// TestVersionAndHealthcheck runs the packaging subcommands on the real
+// binary: version prints the three build values, healthcheck exits 0 against
+// a running server (found through EVENTD_LISTEN, as in the container image)
+// and 1 when nothing answers.
+func TestVersionAndHealthcheck(t *testing.T) {
+	r := runCLI(t, nil, "version")
+	if r.code != 0 || !regexp.MustCompile(`^version: \S+\ncommit: \S+\ngo: go1\.\S+\n$`).MatchString(r.stdout) {
+		t.Fatalf("eventd version: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	s := Start(t)
+	listen := strings.TrimPrefix(s.Public, "http://")
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		code int
+	}{
+		{"flag", nil, []string{"healthcheck", "--listen", listen}, 0},
+		{"environment", []string{"EVENTD_LISTEN=" + listen}, []string{"healthcheck"}, 0},
+		{"admin listener", nil, []string{"healthcheck", "--listen", strings.TrimPrefix(s.Admin, "http://")}, 0},
+		{"nothing listening", nil, []string{"healthcheck", "--listen", "127.0.0.1:1", "--timeout", "5s"}, 1},
+		{"bad address", nil, []string{"healthcheck", "--listen", "nonsense"}, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, tc.env, tc.args...)
+			if r.code != tc.code {
+				t.Fatalf("eventd %v: exit %d, want %d\n%s%s", tc.args, r.code, tc.code, r.stdout, r.stderr)
+			}
+			if tc.code == 0 && !strings.Contains(r.stdout, `"status":"ok"`) {
+				t.Fatalf("eventd %v printed %q", tc.args, r.stdout)
+			}
+		})
+	}
+}

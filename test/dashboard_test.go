@@ -60,7 +60,9 @@ func dashLogin(t *testing.T, base, token string, client *http.Client) *dashSessi
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
+	checkContract(t, resp.Request, resp.StatusCode, resp.Header, body)
 	if resp.StatusCode != 303 || resp.Header.Get("Location") != "/" {
 		t.Fatalf("login: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
@@ -112,6 +114,8 @@ func (d *dashSession) do(t *testing.T, method, path string, body any, headers ..
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	// resp.Request: after a followed redirect, the request that got this answer.
+	checkContract(t, resp.Request, resp.StatusCode, resp.Header, b)
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 

@@ -347,6 +347,7 @@ func doHost(t *testing.T, s *Server, path, host string) *Response {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	checkContract(t, req, resp.StatusCode, resp.Header, b)
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 

@@ -150,6 +150,9 @@ func (s *Server) launch(args, env []string) {
 	select {
 	case a := <-addrs:
 		s.Public, s.Admin = "http://"+a[0], "http://"+a[1]
+		// Ports are reused across the suite's servers: record both roles anew.
+		listenerIsAdmin.Store(a[0], false)
+		listenerIsAdmin.Store(a[1], true)
 	case <-s.exited:
 		s.t.Fatalf("eventd exited at start: %v\n%s", s.exitErr, s.Logs())
 	case <-time.After(30 * time.Second):
@@ -223,7 +226,25 @@ var client = &http.Client{Timeout: 30 * time.Second}
 
 // Do sends a request; body may be nil, a string, []byte or a value to encode as JSON.
 // headers are "Name: value" strings. A key of "" sends no Authorization.
+// The response is checked against docs/openapi.yaml (checkContract): a
+// status, header or body the document does not describe fails the test.
 func Do(t testing.TB, method, url, key string, body any, headers ...string) *Response {
+	t.Helper()
+	return do(t, true, method, url, key, body, headers...)
+}
+
+// DoUnchecked is Do without the contract check, for the few requests that
+// deliberately break the protocol (their answer is the point of the test,
+// not the contract's). reason says why and must not be empty.
+func DoUnchecked(t testing.TB, reason, method, url, key string, body any, headers ...string) *Response {
+	t.Helper()
+	if strings.TrimSpace(reason) == "" {
+		t.Fatal("DoUnchecked needs a reason")
+	}
+	return do(t, false, method, url, key, body, headers...)
+}
+
+func do(t testing.TB, check bool, method, url, key string, body any, headers ...string) *Response {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -261,6 +282,9 @@ func Do(t testing.TB, method, url, key string, body any, headers ...string) *Res
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if check {
+		checkContract(t, req, resp.StatusCode, resp.Header, b)
 	}
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }

@@ -19,6 +19,8 @@ Usage:
   eventd export --project ID [-o FILE] export events as NDJSON
   eventd backup DIR                    online snapshot of a running server into DIR
   eventd restore BACKUP_DIR --data DIR check a backup and install it (server stopped)
+  eventd version                       print the version, commit and Go version
+  eventd healthcheck [--listen ADDR]   exit 0 when the local server's /healthz answers 200, else 1
 
 Run "eventd <command> -h" for the flags of a command.
 `
@@ -44,6 +46,10 @@ func main() {
 		err = backupCmd(os.Args[2:], os.Stdout)
 	case "restore":
 		err = restoreCmd(os.Args[2:], os.Stdout)
+	case "version", "--version":
+		err = versionCmd(os.Args[2:], os.Stdout)
+	case "healthcheck":
+		err = healthcheckCmd(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -325,14 +325,3 @@ func (c *Client) RateLimit(ctx context.Context) (*RateLimitStatus, error) {
 	}
 	return &r, nil
 }
-
-// Analytics runs GET /analytics with params as the query (type, metric, event,
-// from, to, interval, group_by, steps, ...) and returns the decoded JSON object,
-// whose shape depends on type. Needs a secret key; 50 requests a minute.
-func (c *Client) Analytics(ctx context.Context, params url.Values) (map[string]any, error) {
-	var out map[string]any
-	if err := c.getJSON(ctx, "/analytics", params, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}

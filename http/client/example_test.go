@@ -97,7 +97,7 @@ func ExampleClient_Stream() {
 	}
 }
 
-// Analytics returns the JSON object of GET /analytics, whatever its type.
+// Analytics returns a typed result: the field named by Type is set.
 func ExampleClient_Analytics() {
 	c, err := client.New("http://127.0.0.1:8080", os.Getenv("EVENTD_SECRET_KEY"))
 	if err != nil {
@@ -109,7 +109,10 @@ func ExampleClient_Analytics() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(res["total"])
+	for _, p := range res.Timeseries.Data {
+		fmt.Printf("%s %.2f\n", p.Timestamp.Format(time.DateOnly), p.Value)
+	}
+	fmt.Printf("total %.2f\n", res.Timeseries.Total)
 }
 
 // How much of the key's limit is left.

@@ -12,10 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fasthttp/websocket"
+	"unicode/utf8"
 
-	"github.com/eventd/eventd/engine/event"
-	"github.com/eventd/eventd/engine/ids"
+	"github.com/gorilla/websocket"
 )
 
 // StreamParams selects what Stream delivers.
@@ -109,9 +108,9 @@ func (s *Stream) Subscribe(events []string, visitorID string) error {
 				Message: "Invalid event filter", Details: map[string]string{"event": "event name must be alphanumeric with underscores only (1-128 characters)"}}
 		}
 	}
-	if visitorID != "" && !event.ValidVisitorID(visitorID) {
+	if visitorID != "" && !validVisitorID(visitorID) {
 		return &Error{Status: http.StatusBadRequest, Code: "bad_request",
-			Message: "Invalid visitor filter", Details: map[string]string{"visitor_id": event.MsgVisitorID}}
+			Message: "Invalid visitor filter", Details: map[string]string{"visitor_id": msgVisitorID}}
 	}
 	msg := map[string]any{"type": "subscribe", "event": events, "visitor_id": nil}
 	if visitorID != "" {
@@ -135,6 +134,16 @@ func (s *Stream) Subscribe(events []string, visitorID string) error {
 	// reconnects, with the new filters in the query.
 	_ = conn.WriteMessage(websocket.TextMessage, b)
 	return nil
+}
+
+// msgVisitorID is the server's detail for a visitor id outside the rule, so
+// a filter refused here reads as the server's refusal would.
+const msgVisitorID = "must be a string of 1-256 characters"
+
+// validVisitorID is the contract's visitor id rule (valid UTF-8, 1 to 256
+// characters), repeated here so the client needs none of the server's packages.
+func validVisitorID(v string) bool {
+	return v != "" && utf8.ValidString(v) && utf8.RuneCountInString(v) <= 256
 }
 
 func validName(n string) bool {
@@ -216,7 +225,25 @@ func anchorID(date string) string {
 	var ms [8]byte
 	binary.BigEndian.PutUint64(ms[:], uint64(t.Add(-2*time.Second).UnixMilli()))
 	copy(id[:6], ms[2:])
-	return ids.FormatEvent(id)
+	return formatEventID(id)
+}
+
+// crockford is the alphabet of event ids (Crockford's base32).
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// formatEventID writes a 128-bit id as the server does: "evt_" and 26
+// Crockford base32 characters, the first carrying the top 3 bits. The
+// client has its own copy so that it does not import the server's packages.
+func formatEventID(id [16]byte) string {
+	hi := binary.BigEndian.Uint64(id[:8])
+	lo := binary.BigEndian.Uint64(id[8:])
+	var out [26]byte
+	for i := 25; i >= 0; i-- {
+		out[i] = crockford[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return "evt_" + string(out[:])
 }
 
 func (s *Stream) run(conn *websocket.Conn) {
