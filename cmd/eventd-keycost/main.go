@@ -65,6 +65,10 @@ var variants = map[string]variant{
 	"gen":        {about: "the event generator alone, nothing stored", gen: true},
 	"nocomp2":    {about: "no compression at L0-L1 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(2)}},
 	"nocomp3":    {about: "no compression at L0-L2 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(3)}},
+	// On a store of a few GiB the levels in use are L0, L5 and L6 (Pebble
+	// sizes levels from the bottom up), so the two above only touch
+	// flushes; this one leaves every level but the bottom uncompressed.
+	"nocomp6": {about: "no compression at L0-L5 (Snappy at L6 only)", exp: storage.Experiment{Pebble: compressionOff(6)}},
 	"minlz": {about: "MinLZ (Pebble's fastest) instead of Snappy on every level", exp: storage.Experiment{Pebble: func(o *pebble.Options) {
 		for i := range o.Levels {
 			o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.FastestCompression }
