@@ -11,14 +11,14 @@ import (
 func TestRunCountsEachKey(t *testing.T) {
 	wal := map[string]float64{}
 	for _, name := range []string{"all", "noV", "recordOnly", "gen"} {
-		r, err := run(name, variants[name], 3000, 100, 2, t.TempDir(), 0, 100, time.Minute)
+		r, err := run(name, variants[name], 3000, 100, 2, t.TempDir(), 0, 100, time.Minute, true)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if r.Events != 3000 {
 			t.Errorf("%s: %d events, want 3000", name, r.Events)
 		}
-		if name != "gen" && (r.WALB <= 0 || r.FlushedB <= 0 || r.SSTB <= 0) {
+		if name != "gen" && (r.WALB <= 0 || r.FlushedB <= 0 || r.SSTB <= 0 || r.SSTDrainedB <= 0) {
 			t.Errorf("%s: WAL %.1f, flushed %.1f, sstables %.1f bytes per event; want all > 0", name, r.WALB, r.FlushedB, r.SSTB)
 		}
 		wal[name] = r.WALB
