@@ -2,11 +2,12 @@
 // setting costs per stored event (issue 12, item 2). In one process it opens
 // a storage.DB in a temporary directory, writes events shaped like the
 // bench's through storage.Batch in synced commits from a few concurrent
-// committers (as the shards do), flushes, waits until Pebble has no
-// compaction left to do, and prints per event: the process CPU (getrusage
-// user+sys, which includes Pebble's flushes and compactions) during the
-// writes and in the compaction tail, the WAL, flushed and compacted bytes,
-// the final size on disk, and the deepest L0 seen. A variant leaves index
+// committers (as the shards do), flushes, waits until Pebble stops
+// flushing and compacting on its own (the tail), then compacts everything
+// to the bottom level (the drain), and prints per event: the process CPU
+// (getrusage user+sys, which includes Pebble's flushes and compactions) of
+// the writes, the tail and the drain, the WAL, flushed and compacted bytes,
+// the size on disk, and the deepest L0 seen. A variant leaves index
 // keys out or changes one Pebble option (see variants); it never runs in
 // serve. One JSON line per run goes to --json for the optimisation log.
 package main
