@@ -35,14 +35,20 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	_ = b.b.Set(k, v, nil)
 	b.scratch = v[:0]
 
-	k = timeKey(b.scratch[:0], ds, e.Timestamp, e.ID)
-	_ = b.b.Set(k, nil, nil)
+	k = b.scratch[:0]
+	skip := b.db.skip
+	if !skip.time {
+		k = timeKey(k, ds, e.Timestamp, e.ID)
+		_ = b.b.Set(k, nil, nil)
+	}
 
-	k = namePrefix(k[:0], ds, e.Name)
-	k = append(appendTS(k, e.Timestamp), e.ID[:]...)
-	_ = b.b.Set(k, nameIndexValue(k[len(k):], e), nil)
+	if !skip.name {
+		k = namePrefix(k[:0], ds, e.Name)
+		k = append(appendTS(k, e.Timestamp), e.ID[:]...)
+		_ = b.b.Set(k, nameIndexValue(k[len(k):], e), nil)
+	}
 
-	if e.HasVisitor {
+	if e.HasVisitor && !skip.visitor {
 		k = visitorPrefix(k[:0], ds, e.VisitorID)
 		k = append(appendTS(k, e.Timestamp), e.ID[:]...)
 		_ = b.b.Set(k, []byte(e.Name), nil)

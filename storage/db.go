@@ -36,6 +36,9 @@ type Options struct {
 	// for the metrics); its callbacks run on Pebble's goroutines and must
 	// not block.
 	Events *pebble.EventListener
+	// Experiment is for measurements only (experiment.go); nil is the
+	// production store.
+	Experiment *Experiment
 }
 
 // DefaultWALMinSyncInterval is serve's --wal-min-sync-interval: at 16,667
@@ -57,6 +60,7 @@ type DB struct {
 	fatal    *fatalState
 	readOnly bool
 	derived  *derived
+	skip     skipKeys // index keys AddEvent leaves out (Experiment only)
 }
 
 // ErrNotFound is returned by lookups of missing records.
@@ -102,11 +106,14 @@ func Open(dir string, o Options) (*DB, error) {
 	cache := pebble.NewCache(size)
 	defer cache.Unref() // Open takes its own reference
 	opts.Cache = cache
+	if o.Experiment != nil && o.Experiment.Pebble != nil {
+		o.Experiment.Pebble(opts)
+	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly}
+	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip()}
 	d.derived = newDerived(d, o.Logger, o.DerivedInterval)
 	n, err := d.derived.replayLog()
 	if err != nil {

@@ -1,0 +1,26 @@
+package storage
+
+import "github.com/cockroachdb/pebble/v2"
+
+// Experiment changes what the store writes and how Pebble is tuned, so that
+// cmd/eventd-keycost can measure what each index key and each Pebble setting
+// costs per event with eventd's own write path. serve never sets it.
+type Experiment struct {
+	// SkipTime, SkipName and SkipVisitor leave the T, N and V index keys out
+	// of AddEvent. A store written so answers lists, counts, funnels and
+	// erasure wrongly: use them only on a throwaway directory.
+	SkipTime, SkipName, SkipVisitor bool
+	// Pebble, if not nil, adjusts Pebble's options after eventd's own and
+	// before the store opens.
+	Pebble func(*pebble.Options)
+}
+
+// skipKeys is the part of an Experiment that AddEvent reads per event.
+type skipKeys struct{ time, name, visitor bool }
+
+func (x *Experiment) skip() skipKeys {
+	if x == nil {
+		return skipKeys{}
+	}
+	return skipKeys{time: x.SkipTime, name: x.SkipName, visitor: x.SkipVisitor}
+}
