@@ -229,7 +229,7 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 			case <-stop:
 				return
 			case <-t.C:
-				m := db.Pebble().Metrics()
+				m := db.Metrics()
 				r.L0SublevelsMax = max(r.L0SublevelsMax, m.Levels[0].Sublevels)
 				r.L0FilesMax = max(r.L0FilesMax, m.Levels[0].TablesCount)
 			}
@@ -301,7 +301,7 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 	close(stop)
 	watch.Wait()
 
-	m := db.Pebble().Metrics()
+	m := db.Metrics()
 	per := func(x float64) float64 { return x / float64(n) }
 	r.WriteSec = t1.Sub(t0).Seconds()
 	r.TailSec = t2.Sub(t1).Seconds()
@@ -338,7 +338,7 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 			return nil, err
 		}
 		r.CPUDrainUS = per(float64((cpuNow() - cpu2).Microseconds()))
-		d := db.Pebble().Metrics()
+		d := db.Metrics()
 		var after, drained uint64
 		for _, l := range d.Levels {
 			after += l.TableBytesCompacted

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,11 +17,8 @@ import (
 // eventd_build_info metric, so an operator can match a binary to a scrape.
 func versionCmd(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("version takes no arguments")}
@@ -45,11 +41,8 @@ func healthcheckCmd(args []string, out io.Writer) error {
 	if err := envFlags(fs); err != nil {
 		return err
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	url, err := healthURL(*listen, *tlsCert != "")
 	if err != nil {

@@ -72,11 +72,8 @@ func serve(args []string) error {
 	if err := envFlags(fs); err != nil {
 		return err
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	log, err := newLogger(os.Stderr, c.logFormat, c.logLevel)
 	if err != nil {
