@@ -2,6 +2,7 @@ package http
 
 import (
 	"bytes"
+	"encoding/base64"
 	"strconv"
 	"time"
 
@@ -12,13 +13,37 @@ import (
 	"github.com/eventd/eventd/engine/ratelimit"
 )
 
-// apiKey extracts the key from "Authorization: Bearer <key>" or, for
-// testing only, the api_key query parameter.
+// apiKey extracts the key from "Authorization: Bearer <key>", from HTTP
+// Basic with the key as the user name (how Segment's SDKs send their write
+// key; the password is ignored) or, for testing only, the api_key query
+// parameter.
 func apiKey(ctx *fasthttp.RequestCtx) []byte {
 	if t := bearerToken(ctx); t != nil {
 		return bytes.TrimSpace(t)
 	}
+	if k, ok := basicUser(ctx.Request.Header.Peek("Authorization")); ok {
+		return k
+	}
 	return ctx.QueryArgs().Peek("api_key")
+}
+
+// basicUser is the user name of "Authorization: Basic base64(user:password)"
+// (scheme case-insensitive); ok is false without one or when it does not decode.
+func basicUser(v []byte) (user []byte, ok bool) {
+	if len(v) <= 6 || !bytes.EqualFold(v[:6], []byte("Basic ")) {
+		return nil, false
+	}
+	enc := bytes.TrimSpace(v[6:])
+	dec := make([]byte, base64.StdEncoding.DecodedLen(len(enc)))
+	n, err := base64.StdEncoding.Decode(dec, enc)
+	if err != nil {
+		return nil, false
+	}
+	dec = dec[:n]
+	if i := bytes.IndexByte(dec, ':'); i >= 0 {
+		dec = dec[:i]
+	}
+	return dec, true
 }
 
 // bearerToken reads "Authorization: Bearer <token>" (scheme case-insensitive,

@@ -341,17 +341,17 @@ func (s *Server) publicMayRead(h *fasthttp.RequestHeader, cl int) *engine.Princi
 		return nil
 	}
 	path := uriPath(uri)
+	kind, segment := segmentKind(path)
 	batch := string(path) == "/events/batch"
-	write := h.IsPost() && (batch || string(path) == "/events")
+	if batch {
+		kind = ratelimit.Batch
+	}
+	write := h.IsPost() && (batch || segment || string(path) == "/events")
 	if !write && !p.CanRead() {
 		return nil
 	}
 	if origin := h.Peek("Origin"); len(origin) > 0 && !originAllowed(p, origin) {
 		return nil
-	}
-	kind := ratelimit.Standard
-	if batch {
-		kind = ratelimit.Batch
 	}
 	if p.Type() == engine.Public || cl <= maxDiscardBody || !p.Blocked(kind, time.Now()) {
 		return p
@@ -372,6 +372,9 @@ func refuseBody(h *fasthttp.RequestHeader, cl int) {
 func headerAPIKey(h *fasthttp.RequestHeader, uri []byte) []byte {
 	if t := headerBearer(h); t != nil {
 		return bytes.TrimSpace(t)
+	}
+	if k, ok := basicUser(h.Peek("Authorization")); ok {
+		return k
 	}
 	i := bytes.IndexByte(uri, '?')
 	if i < 0 {

@@ -35,6 +35,12 @@ func (s *Server) publicRoutes() *router.Router {
 	}))
 	r.GET("/stream", s.route("stream", s.handleStream))
 	r.GET("/t.js", s.route("tjs", s.handleTJS))
+	for _, sr := range segmentRoutes {
+		r.POST(sr.path, s.route("segment_"+segmentTypeName(sr.typ), s.handleSegment(sr.typ)))
+	}
+	for _, path := range segmentBatchPaths {
+		r.POST(path, s.route("segment_batch", s.handleSegmentBatch))
+	}
 	return r
 }
 
