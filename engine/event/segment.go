@@ -794,7 +794,6 @@ func DecodeSegmentBatch(body []byte, receivedAtMs int64) (msgs []SegmentMessage,
 	var details map[string]string
 	var m map[string]struct{}
 	var env segEnv
-	var sent segField
 	var pending []segPending
 	sawBatch, badBatch := false, false
 	if d.next() == '}' {
@@ -842,7 +841,10 @@ func DecodeSegmentBatch(body []byte, receivedAtMs int64) (msgs []SegmentMessage,
 				if !ok {
 					return nil, bodyProblem(d.syntaxMessage())
 				}
-				sent = segField{state: present, esc: esc, start: start + 1, end: d.pos - 1}
+				// Parsed now: messages after it use it at once.
+				var f [sgCount]segField
+				f[sgSentAt] = segField{state: present, esc: esc, start: start + 1, end: d.pos - 1}
+				env.sentAt, env.hasSentAt = segTime(body, &f, sgSentAt, &details)
 			default:
 				if c == 'n' && (string(key) == "context" || string(key) == "sentAt") {
 					if !d.lit("null") {
@@ -896,9 +898,6 @@ func DecodeSegmentBatch(body []byte, receivedAtMs int64) (msgs []SegmentMessage,
 	case badBatch:
 		addDetail(&details, "batch", msgSegBatch)
 	}
-	var f [sgCount]segField
-	f[sgSentAt] = sent
-	env.sentAt, env.hasSentAt = segTime(body, &f, sgSentAt, &details)
 	if details != nil {
 		return nil, badRequest(details)
 	}
