@@ -592,3 +592,110 @@ func TestSegmentGolden(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSegmentBatch: never panics, is deterministic, never writes the body,
+// and every accepted message holds to the native invariants (valid compact
+// JSON properties without duplicate keys, within size and depth).
+func FuzzSegmentBatch(f *testing.F) {
+	for _, name := range []string{"track", "identify", "page"} {
+		body, err := os.ReadFile("testdata/segment/" + name + ".json")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(append(append([]byte(`{"batch":[`), body...), `],"sentAt":"2026-01-15T10:30:05Z"}`...))
+	}
+	f.Add([]byte(`{"batch":[{"type":"track","event":"É x","anonymousId":7,"originalTimestamp":"2026-01-15","properties":{"\u0024user_id":1,"$x":2}}],"context":{"a":[]},"sentAt":"2026-01-15T10:30:00Z"}`))
+	f.Add([]byte(`{"context":{"a":1},"batch":[{"type":"alias","userId":"u","previousId":"p","context":null},5,{"type":"group","userId":"u","groupId":1,"traits":{}}]}`))
+	f.Add([]byte(`{"batch":[{"type":"page","userId":"u","name":"n","category":"c","properties":{"name":1,"category":2,"a":{"b":[1,{"c":null}]}}}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		orig := bytes.Clone(body)
+		msgs, p := DecodeSegmentBatch(body, recv)
+		if !bytes.Equal(body, orig) {
+			t.Fatalf("body modified")
+		}
+		msgs2, p2 := DecodeSegmentBatch(orig, recv)
+		if !reflect.DeepEqual(msgs, msgs2) || !reflect.DeepEqual(p, p2) {
+			t.Fatalf("not deterministic")
+		}
+		if p != nil {
+			if msgs != nil || p.Status != 400 || p.Code != "bad_request" || len(p.Details) == 0 {
+				t.Fatalf("bad problem %+v with %d messages", *p, len(msgs))
+			}
+			return
+		}
+		if !json.Valid(body) || !utf8.Valid(body) {
+			t.Fatalf("accepted invalid JSON")
+		}
+		var top struct {
+			Batch []json.RawMessage `json:"batch"`
+		}
+		if err := json.Unmarshal(body, &top); err != nil || len(top.Batch) != len(msgs) {
+			t.Fatalf("encoding/json sees %d messages (%v), we see %d", len(top.Batch), err, len(msgs))
+		}
+		for i := range msgs {
+			m := &msgs[i]
+			if m.Problem != nil {
+				if len(m.Problem.Details) == 0 || !reflect.DeepEqual(*m, SegmentMessage{Problem: m.Problem}) {
+					t.Fatalf("bad rejected message %+v", *m)
+				}
+				continue
+			}
+			if dup, err := dupKeys(top.Batch[i]); dup || err != nil {
+				t.Fatalf("accepted a message with duplicate keys (%v)", err)
+			}
+			checkSegAccepted(t, m)
+			// The single route agrees on the same message (it has no envelope).
+			var typed struct{ Type string }
+			_ = json.Unmarshal(top.Batch[i], &typed)
+			// An envelope context can only add to the properties, so what
+			// a batch accepts the single route accepts.
+			one, p := DecodeSegmentMessage(top.Batch[i], ParseSegmentType(typed.Type), recv)
+			if p != nil || one.Problem != nil {
+				t.Fatalf("accepted in a batch, not alone: %v %v", p, one.Problem)
+			}
+			var env map[string]json.RawMessage
+			_ = json.Unmarshal(body, &env)
+			if _, ok := env["context"]; !ok && !bytes.Equal(one.Input.Properties, m.Input.Properties) {
+				t.Fatalf("properties differ alone: %s vs %s", one.Input.Properties, m.Input.Properties)
+			}
+		}
+	})
+}
+
+// FuzzSegmentMessage: the single route's guarantees, for every type.
+func FuzzSegmentMessage(f *testing.F) {
+	body, _ := os.ReadFile("testdata/segment/track.json")
+	f.Add(body, uint8(SegmentTrack))
+	f.Add([]byte(`{"userId":1,"traits":{"a":{"b":1}},"properties":{"$traits":0}}`), uint8(SegmentIdentify))
+	f.Add([]byte(`{"userId":"u","previousId":"p","sentAt":"2026-01-15","originalTimestamp":"2026-01-14"}`), uint8(SegmentAlias))
+	f.Fuzz(func(t *testing.T, body []byte, typ uint8) {
+		st := SegmentType(typ%6 + 1)
+		orig := bytes.Clone(body)
+		m, p := DecodeSegmentMessage(body, st, recv)
+		if !bytes.Equal(body, orig) {
+			t.Fatalf("body modified")
+		}
+		if p != nil {
+			if p.Status != 400 || len(p.Details) == 0 || !reflect.DeepEqual(m, SegmentMessage{}) {
+				t.Fatalf("bad problem %+v", *p)
+			}
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted invalid JSON")
+		}
+		if m.Problem != nil {
+			if m.Problem.Status != 400 || len(m.Problem.Details) == 0 || !reflect.DeepEqual(m, SegmentMessage{Problem: m.Problem}) {
+				t.Fatalf("bad rejected message %+v", m)
+			}
+			return
+		}
+		if dup, err := dupKeys(body); dup || err != nil {
+			t.Fatalf("accepted a message with duplicate keys (%v)", err)
+		}
+		checkSegAccepted(t, &m)
+		if m.Type != st {
+			t.Fatalf("type %d, route %d", m.Type, st)
+		}
+	})
+}
