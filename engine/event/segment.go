@@ -150,7 +150,7 @@ func segFieldOf(key []byte, batch bool) int {
 	return sgUnknown
 }
 
-// segObjectKind: fields whose value must be an object, with the depth the
+// segObjectDepth is, for fields whose value must be an object, the depth the
 // object has in the mapped event's properties: properties is the properties
 // object itself (2, as natively); traits and context become members of it
 // ($traits, $context), one level down (3), so MaxDepth applies after mapping.
@@ -164,7 +164,7 @@ func segObjectDepth(kind int) int {
 	return 0
 }
 
-// segIDKind: identifiers, which Segment SDKs sometimes send as numbers.
+// segIDKind reports identifiers, which Segment SDKs sometimes send as numbers.
 func segIDKind(kind int) bool {
 	return kind == sgUserID || kind == sgAnonID || kind == sgPrevID || kind == sgGroupID
 }
