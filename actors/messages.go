@@ -59,7 +59,6 @@ type Pending struct {
 	Event   storage.Event // ID and CreatedAt are assigned by the shard
 	IdemKey string
 	Hash    uint64 // content hash, compared when IdemKey repeats
-	Profile *storage.ProfileUpdate
 }
 
 // Outcome is what happened to one pending event.
