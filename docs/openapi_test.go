@@ -44,6 +44,8 @@ var wantRoutes = []string{
 	"OPTIONS /events/batch",
 	"GET /events/{}",
 	"OPTIONS /events/{}",
+	"GET /profiles/{}",
+	"OPTIONS /profiles/{}",
 	"GET /verify",
 	"OPTIONS /verify",
 	"GET /rate-limit",
@@ -98,6 +100,8 @@ var wantRoutes = []string{
 	"GET /admin/v1/projects/{}/usage",
 	"DELETE /admin/v1/projects/{}/visitors/{}",
 	"GET /admin/v1/jobs/{}",
+	"GET /admin/v1/projects/{}/profiles",
+	"GET /admin/v1/projects/{}/profiles/{}",
 	"POST /admin/v1/projects/{}/import",
 	"GET /admin/v1/projects/{}/export",
 	"POST /admin/v1/backup",
@@ -126,6 +130,7 @@ var adminSessionOnly = []string{"POST /logout", "GET /session"}
 // wantSchemas are component schemas other packages and clients rely on by name.
 var wantSchemas = []string{
 	"EventCreate", "BatchEntry", "BatchCreate", "CreateEventResponse", "BatchResponse",
+	"Profile", "ProfileSummary", "ProfileList", "CursorPagination",
 	"Event", "ListItem", "EventList", "Pagination", "Verify", "RateLimitStatus", "Error",
 	"StreamEventMessage", "StreamSubscribe", "StreamSubscribed", "StreamError",
 	"AnalyticsTimeseries", "AnalyticsBreakdown", "AnalyticsFunnel", "AnalyticsGoals",
