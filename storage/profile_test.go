@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // traitsText renders traits as k=v@ts, sorted, for comparisons.
@@ -392,5 +394,34 @@ func TestListProfiles(t *testing.T) {
 	}
 	if recs, more, _ := db.ListProfiles(ds+2, "", 10); len(recs) != 0 || more || recs == nil {
 		t.Errorf("empty dataset: %v %v", recs, more)
+	}
+}
+
+// TestProfileAfterCrash: a profile update and its links committed with
+// the event (Commit(true)) survive a crash that drops every unsynced write,
+// as after kill -9; one added to a batch that was never committed does not.
+func TestProfileAfterCrash(t *testing.T) {
+	const ds = 5
+	fs := vfs.NewCrashableMem()
+	db := openMem(t, fs)
+	b := db.NewBatch()
+	b.AddEvent(ds, &Event{ID: testID(1), Name: "identify", VisitorID: "u", HasVisitor: true, Timestamp: 50, CreatedAt: 50})
+	b.AddProfile(ds, &ProfileUpdate{ID: "u", Traits: []byte(`{"plan":"pro"}`), Links: []string{"anon"}, Timestamp: 50})
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b = db.NewBatch()
+	b.AddProfile(ds, &ProfileUpdate{ID: "u", Traits: []byte(`{"plan":"lost"}`), Timestamp: 60})
+	b.Close() // never committed
+	db2 := openMem(t, fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}))
+	defer db2.Close()
+	defer db.Close()
+	p, err := db2.Profile(ds, "anon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if traitsText(p.Traits) != `plan="pro"@50` || !slices.Equal(p.LinkedIDs, []string{"u"}) || p.FirstSeen != 50 {
+		t.Errorf("after crash: %+v", p)
 	}
 }
