@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eventd/eventd/actors"
+	"github.com/eventd/eventd/engine/analytics"
 	"github.com/eventd/eventd/engine/ratelimit"
 	"github.com/eventd/eventd/storage"
 )
@@ -131,5 +132,77 @@ func TestProfileThroughEngine(t *testing.T) {
 	}
 	if prof, err := e.Profile(p, "anon-1"); err != nil || len(prof.LinkedIDs) != 0 {
 		t.Errorf("anon-1 after erasure: %+v %v", prof, err)
+	}
+}
+
+// TestAnalyticsResolveLinkedIDs: a funnel whose first step was done by an
+// anonymous id and the next by the user id linked to it converts the person
+// once; a breakdown by property counts linked ids as one unique visitor.
+// Unlinked ids stay apart.
+func TestAnalyticsResolveLinkedIDs(t *testing.T) {
+	e, err := Open(Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	name := "p"
+	proj, err := e.CreateProject(ProjectInput{Name: &name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := e.CreateKey(proj.ID, KeyInput{Name: "k", Type: Secret, Environment: Live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.Authenticate([]byte(key.Key))
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	write := func(ev, visitor string, at int64, u *storage.ProfileUpdate) {
+		t.Helper()
+		pe := actors.Pending{Event: storage.Event{Name: ev, VisitorID: visitor, HasVisitor: true, Timestamp: at,
+			Properties: []byte(`{"plan":"pro"}`)}, Profile: u}
+		rep, err := e.Submit(p, ratelimit.Standard, actors.SingleWrite(p.Dataset(), time.Now().UnixMilli(), pe, false), false)
+		if err != nil || !rep.Allowed {
+			t.Fatalf("submit: %v", err)
+		}
+		e.Release(rep)
+	}
+	query := func(q analytics.Query) any {
+		t.Helper()
+		q.From, q.To = base-1000, base+time.Hour.Milliseconds()
+		res, err := e.Analytics(p, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	funnel := func() []int64 {
+		res := query(analytics.Query{Type: analytics.Funnel, Steps: []string{"view", "signup", "purchase"}, Window: 3600})
+		var out []int64
+		for _, s := range res.(*FunnelResult).Steps {
+			out = append(out, s.Visitors)
+		}
+		return out
+	}
+	uniques := func() float64 {
+		res := query(analytics.Query{Type: analytics.Breakdown, Metric: analytics.UniqueVisitors, GroupBy: "properties.plan", GroupProperty: "plan", Limit: 10})
+		return res.(*BreakdownResult).Total
+	}
+	write("view", "anon_1", base, nil)
+	write("view", "anon_2", base, nil)
+	write("signup", "user_1", base+1000, nil)
+	write("purchase", "user_1", base+2000, nil)
+	if got := funnel(); !slices.Equal(got, []int64{2, 0, 0}) {
+		t.Fatalf("before the link: funnel %v", got)
+	}
+	if got := uniques(); got != 3 {
+		t.Fatalf("before the link: %v unique visitors", got)
+	}
+	// The identify that links them (its own event is not a funnel step).
+	write("identify", "user_1", base+3000, &storage.ProfileUpdate{ID: "user_1", Links: []string{"anon_1"}, Timestamp: base + 3000})
+	if got := funnel(); !slices.Equal(got, []int64{2, 1, 1}) {
+		t.Errorf("after the link: funnel %v, want [2 1 1]", got)
+	}
+	if got := uniques(); got != 2 {
+		t.Errorf("after the link: %v unique visitors, want 2", got)
 	}
 }

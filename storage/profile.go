@@ -320,23 +320,27 @@ func (pr profileReader) links(dst []string, id string) ([]string, error) {
 // reached (id first), at most MaxProfileIDs of them; truncated says the walk
 // stopped there.
 func (pr profileReader) component(id string) (ids []string, truncated bool, err error) {
-	seen := map[string]bool{id: true}
-	ids = []string{id}
+	ids, err = componentOf(id, pr.links)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(ids) < MaxProfileIDs {
+		return ids, false, nil
+	}
+	// Exactly MaxProfileIDs ids: truncated when any of them links further.
+	in := make(map[string]bool, len(ids))
+	for _, x := range ids {
+		in[x] = true
+	}
 	var next []string
-	for i := 0; i < len(ids); i++ {
-		next, err = pr.links(next[:0], ids[i])
-		if err != nil {
+	for _, x := range ids {
+		if next, err = pr.links(next[:0], x); err != nil {
 			return nil, false, err
 		}
 		for _, n := range next {
-			if seen[n] {
-				continue
-			}
-			if len(ids) >= MaxProfileIDs {
+			if !in[n] {
 				return ids, true, nil
 			}
-			seen[n] = true
-			ids = append(ids, n)
 		}
 	}
 	return ids, false, nil

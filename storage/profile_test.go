@@ -425,3 +425,40 @@ func TestProfileAfterCrash(t *testing.T) {
 		t.Errorf("after crash: %+v", p)
 	}
 }
+
+func TestResolver(t *testing.T) {
+	db := openTestDB(t, "")
+	const ds = 8
+	r, err := db.NewResolver(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.HasLinks() {
+		t.Error("an empty dataset has links")
+	}
+	if p, _ := r.Person("x"); p != "x" {
+		t.Errorf("no links: %s", p)
+	}
+	_ = r.Close()
+	commitProfiles(t, db.DB, ds,
+		&ProfileUpdate{ID: "u9", Links: []string{"b"}, Timestamp: 1},
+		&ProfileUpdate{ID: "b", Links: []string{"c", "a"}, Timestamp: 1},
+		&ProfileUpdate{ID: "z", Links: []string{"y"}, Timestamp: 1})
+	commitProfiles(t, db.DB, ds+1, &ProfileUpdate{ID: "0", Links: []string{"c"}, Timestamp: 1})
+	r, err = db.NewResolver(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for id, want := range map[string]string{"u9": "a", "c": "a", "a": "a", "b": "a", "y": "y", "z": "y", "lonely": "lonely"} {
+		for range 2 { // second time from the memo
+			if p, err := r.Person(id); err != nil || p != want {
+				t.Errorf("Person(%s) = %s, %v; want %s", id, p, err, want)
+			}
+		}
+	}
+	ids, err := db.PersonIDs(ds, "c")
+	if err != nil || PersonOf(ids) != "a" || len(ids) != 4 || ids[0] != "c" {
+		t.Errorf("PersonIDs(c) = %v, %v", ids, err)
+	}
+}
