@@ -146,18 +146,11 @@ func (g *goalsActor) evaluate(events []CommittedEvent, force bool) {
 				continue
 			}
 			if c.HasVisitor {
-				// Once per person: ids linked to the visitor (identify,
-				// alias) that completed the goal already count for it.
-				ids, err := g.db.PersonIDs(ce.Dataset, c.Visitor)
-				if err != nil {
-					g.log.Error("read identity links", "err", err)
-					continue
-				}
-				key := goal.ID + "\x00" + storage.PersonOf(ids)
+				key := goal.ID + "\x00" + c.Visitor
 				if done[key] {
 					continue
 				}
-				already, err := g.completedByAny(ce.Dataset, goal.ID, ids)
+				already, err := g.db.GoalCompletedBy(ce.Dataset, goal.ID, c.Visitor)
 				if err != nil {
 					g.log.Error("read goal completion", "goal", goal.ID, "err", err)
 					continue
@@ -165,10 +158,30 @@ func (g *goalsActor) evaluate(events []CommittedEvent, force bool) {
 				if already {
 					continue
 				}
+				// Once per person: an id linked to the visitor (identify,
+				// alias) that completed the goal already counts for it.
+				ids, err := g.db.PersonIDs(ce.Dataset, c.Visitor)
+				if err != nil {
+					g.log.Error("read identity links", "err", err)
+					continue
+				}
+				pkey := goal.ID + "\x00\x00" + storage.PersonOf(ids)
+				if len(ids) > 1 {
+					if done[pkey] {
+						continue
+					}
+					if already, err = g.completedByAny(ce.Dataset, goal.ID, ids[1:]); err != nil {
+						g.log.Error("read goal completion", "goal", goal.ID, "err", err)
+						continue
+					}
+					if already {
+						continue
+					}
+				}
 				if done == nil {
 					done = make(map[string]bool)
 				}
-				done[key] = true
+				done[key], done[pkey] = true, true
 			}
 			if completions == nil {
 				completions = make(map[uint32][]storage.Completion)
