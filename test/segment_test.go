@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -335,4 +336,73 @@ func TestSegmentHTTP(t *testing.T) {
 		wantError(t, Do(t, "POST", s.Public+"/v1/track", "", track("rv-2", "Revoked", nil), basicAuth(k["key"].(string))),
 			401, "unauthorized", "")
 	})
+}
+
+// TestKill9SegmentProfiles: a 200 from /v1/identify means the profile
+// change is durable, as the event is (they commit in one fsynced batch):
+// after kill -9 every acknowledged identify's traits and link are there.
+func TestKill9SegmentProfiles(t *testing.T) {
+	s := Start(t)
+	proj := s.Project(t, "segment-kill", "", highLimits)
+	secret := s.Key(t, proj, "secret", "live")
+	auth := basicAuth(secret)
+	c := &http.Client{Timeout: 10 * time.Second}
+	var mu sync.Mutex
+	var acked []int
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; ; i += 8 {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				body := fmt.Sprintf(`{"userId":"ku-%d","anonymousId":"ka-%d","messageId":"k-%d","traits":{"n":%d}}`, i, i, i, i)
+				req, _ := http.NewRequest("POST", s.Public+"/v1/identify", strings.NewReader(body))
+				name, value, _ := strings.Cut(auth, ":")
+				req.Header.Set(name, strings.TrimSpace(value))
+				req.Header.Set("Content-Type", "application/json")
+				status, _, err := sendAndRead(c, req)
+				if err != nil {
+					return // the server is gone
+				}
+				if status == 200 {
+					mu.Lock()
+					acked = append(acked, i)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	// Kill once a fair number of identifies were acknowledged (bounded wait).
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= 200 {
+			break
+		}
+	}
+	s.Kill()
+	close(stop)
+	wg.Wait()
+	if len(acked) == 0 {
+		t.Fatal("no identify acknowledged before the kill")
+	}
+	s.Restart()
+	t.Logf("%d identifies acknowledged before kill -9", len(acked))
+	for _, i := range acked {
+		r := Do(t, "GET", fmt.Sprintf("%s/profiles/ka-%d", s.Public, i), secret, nil)
+		if r.Status != 200 {
+			t.Fatalf("profile ka-%d after kill -9: %d %s", i, r.Status, r.Body)
+		}
+		prof := r.JSON(t)
+		if traits, _ := prof["traits"].(map[string]any); traits["n"] != float64(i) || !strings.Contains(fmt.Sprint(prof["linked_ids"]), fmt.Sprintf("ku-%d", i)) {
+			t.Fatalf("profile ka-%d after kill -9: %s", i, r.Body)
+		}
+	}
 }
