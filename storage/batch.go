@@ -17,6 +17,10 @@ type Batch struct {
 	scratch []byte
 	events  int
 	roll    *rollups // counts, sums and visitor sketches per minute cell (rollup.go)
+	// links are the link keys this batch writes and linkGen the link
+	// cache's generation when the first was added (linkcache.go).
+	links   []string
+	linkGen uint64
 }
 
 // NewBatch starts an empty batch.
@@ -105,6 +109,10 @@ func (b *Batch) Commit(sync bool) error {
 	if err == nil && seq != 0 {
 		b.db.derived.fold(seq, r)
 	}
+	if err == nil && len(b.links) > 0 {
+		b.db.links.add(b.linkGen, b.links)
+	}
+	b.links = b.links[:0]
 	if r != nil {
 		r.reset()
 	}

@@ -61,6 +61,7 @@ type DB struct {
 	readOnly bool
 	derived  *derived
 	skip     skipKeys // index keys AddEvent leaves out (Experiment only)
+	links    linkCache
 }
 
 // ErrNotFound is returned by lookups of missing records.
@@ -219,6 +220,7 @@ func (d *DB) DeleteDatasets(ds ...uint32) error {
 		return err
 	}
 	defer dv.dropDatasets(ds)
+	defer d.links.clear()
 	b := d.db.NewBatch()
 	defer b.Close()
 	for _, n := range ds {

@@ -99,6 +99,13 @@ func (b *Batch) AddProfile(ds uint32, u *ProfileUpdate) {
 	if u == nil || u.ID == "" {
 		return
 	}
+	known, gen := b.db.links.known(ds, u, b.scratch[:0])
+	if known && len(u.Traits) == 0 {
+		return // a repeated link: see linkcache.go
+	}
+	if len(b.links) == 0 {
+		b.linkGen = gen
+	}
 	k := profileKey(b.scratch[:0], ds, u.ID)
 	v := appendProfileOperand(k[len(k):], u)
 	_ = b.b.Merge(k, v, nil)
@@ -109,6 +116,7 @@ func (b *Batch) AddProfile(ds uint32, u *ProfileUpdate) {
 		}
 		k = linkKey(b.scratch[:0], ds, u.ID, l)
 		_ = b.b.Set(k, nil, nil)
+		b.links = append(b.links, string(k))
 		k = linkKey(k[:0], ds, l, u.ID)
 		_ = b.b.Set(k, nil, nil)
 		b.scratch = k[:0]
@@ -488,5 +496,6 @@ func (d *DB) eraseProfile(ds uint32, visitor string) error {
 		_ = b.Delete(linkKey(nil, ds, visitor, l), nil)
 		_ = b.Delete(linkKey(nil, ds, l, visitor), nil)
 	}
+	defer d.links.clear() // after the deletes are committed: linkcache.go
 	return d.commit(b, pebble.Sync)
 }
