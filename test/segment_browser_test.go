@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 )
@@ -262,26 +262,66 @@ func ajsCheckMessage(t *testing.T, m ajsMessage, typ, writeKey, pageURL string) 
 	}
 }
 
-// ajsFailFirst is a stub in front of eventd that answers the first POST
-// itself with 503 (readable by the page: it has CORS headers) and forwards
-// everything else, preflights included.
-func ajsFailFirst(t *testing.T, eventd string) (*httptest.Server, *atomic.Int32) {
+// ajsProxy is a stub in front of eventd that records every request it
+// forwards (preflights included) and, with failFirst, answers the first POST
+// itself with 503 (readable by the page: it has CORS headers).
+type ajsProxy struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []ajsProxied
+}
+
+type ajsProxied struct {
+	method, path, retryCount string
+	status                   int
+}
+
+func (p *ajsProxy) log() []ajsProxied {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]ajsProxied(nil), p.seen...)
+}
+
+func ajsStartProxy(t *testing.T, eventd string, failFirst bool) *ajsProxy {
 	t.Helper()
 	target, _ := url.Parse(eventd)
 	rp := httputil.NewSingleHostReverseProxy(target)
-	var posts atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == "POST" && posts.Add(1) == 1 {
+	p := &ajsProxy{}
+	posts := 0
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := ajsProxied{method: r.Method, path: r.URL.Path, retryCount: r.Header.Get("X-Retry-Count")}
+		p.mu.Lock()
+		if r.Method == "POST" {
+			posts++
+		}
+		first := posts == 1 && r.Method == "POST"
+		p.mu.Unlock()
+		sw := &ajsStatus{ResponseWriter: w, status: 200}
+		if failFirst && first {
 			w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(503)
+			sw.WriteHeader(503)
 			_, _ = io.WriteString(w, `{"error":"stub","message":"answered by the test stub"}`)
-			return
+		} else {
+			rp.ServeHTTP(sw, r)
 		}
-		rp.ServeHTTP(w, r)
+		rec.status = sw.status
+		p.mu.Lock()
+		p.seen = append(p.seen, rec)
+		p.mu.Unlock()
 	}))
-	t.Cleanup(srv.Close)
-	return srv, &posts
+	t.Cleanup(p.Server.Close)
+	return p
+}
+
+type ajsStatus struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *ajsStatus) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func TestSegmentBrowser(t *testing.T) {
@@ -291,7 +331,8 @@ func TestSegmentBrowser(t *testing.T) {
 	pk := s.Key(t, p, "public", "live")
 	configs := map[string]map[string]any{}
 	site := ajsSite(t, dist, configs)
-	stub, stubPosts := ajsFailFirst(t, s.Public)
+	stub := ajsStartProxy(t, s.Public, true)
+	recorder := ajsStartProxy(t, s.Public, false)
 	configs["standard"] = ajsConfig(pk, s.Public, site.URL, nil)
 	// Batches of 4; the 60 s timer never fires within the test, so a batch
 	// leaves exactly when its fourth message is queued.
@@ -299,6 +340,9 @@ func TestSegmentBrowser(t *testing.T) {
 		"deliveryStrategy": map[string]any{"strategy": "batching", "config": map[string]any{"size": 4, "timeout": 60000}},
 	})
 	configs["retry"] = ajsConfig(pk, stub.URL, site.URL, nil)
+	configs["unload"] = ajsConfig(pk, recorder.URL, site.URL, map[string]any{
+		"deliveryStrategy": map[string]any{"strategy": "batching", "config": map[string]any{"size": 4, "timeout": 60000}},
+	})
 	r := s.AdminDo(t, "PATCH", "/admin/v1/projects/"+p, map[string]any{"allowed_origins": []string{site.URL}})
 	wantStatus(t, r, 200)
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(pk+":"))
@@ -426,6 +470,41 @@ func TestSegmentBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("batching: messages still queued when the page goes away leave with keepalive", func(t *testing.T) {
+		// Through the recorder: the browser does not report a keepalive
+		// request of a page it has left, so the server side says what arrived.
+		b.call("context", map[string]any{"name": "unload"})
+		b.call("page", map[string]any{"ctx": "unload", "name": "unload"})
+		b.call("goto", map[string]any{"page": "unload", "url": site.URL + "/page/unload.html"})
+		b.eval("unload", `window.ajs.then(async ([a]) => {
+			await a.identify('u-leaving', {plan: 'free'});
+			await a.track('Leaving Soon', {k: 1});
+			return null;
+		})`, nil)
+		ajsSettle(t, b, "unload", 10*time.Second)
+		if l := recorder.log(); len(l) != 0 {
+			t.Fatalf("requests to eventd before the page went away: %+v", l)
+		}
+		// pagehide: the batched dispatcher sends what it holds at once, with keepalive.
+		b.call("goto", map[string]any{"page": "unload", "url": "about:blank"})
+		var posts []ajsProxied
+		for deadline := time.Now().Add(10 * time.Second); len(posts) == 0; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no batch within 10 s of leaving the page; the recorder saw %+v", recorder.log())
+			}
+			for _, x := range recorder.log() {
+				if x.method == "POST" {
+					posts = append(posts, x)
+				}
+			}
+		}
+		l := recorder.log()
+		if len(posts) != 1 || posts[0].path != "/v1/b" || posts[0].status != 200 ||
+			l[0].method != "OPTIONS" || l[0].path != "/v1/b" || l[0].status != 204 {
+			t.Fatalf("after leaving the page the recorder saw %+v (want eventd's preflight, then the batch)", l)
+		}
+	})
+
 	t.Run("a retried message (X-Retry-Count) passes eventd's CORS preflight", func(t *testing.T) {
 		b.call("context", map[string]any{"name": "retry"})
 		b.call("page", map[string]any{"ctx": "retry", "name": "retry"})
@@ -451,8 +530,14 @@ func TestSegmentBrowser(t *testing.T) {
 		if last.Headers["x-retry-count"] == "" || last.Msg.MessageID != sent[0].Msg.MessageID {
 			t.Fatalf("retry %+v (first %+v)", last, sent[0])
 		}
-		if n := stubPosts.Load(); int(n) != len(sent) {
-			t.Fatalf("the stub saw %d POSTs, the page made %d", n, len(sent))
+		posts := 0
+		for _, x := range stub.log() {
+			if x.method == "POST" {
+				posts++
+			}
+		}
+		if posts != len(sent) {
+			t.Fatalf("the stub saw %d POSTs, the page made %d: %+v", posts, len(sent), stub.log())
 		}
 	})
 }
