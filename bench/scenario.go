@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/base64"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +114,52 @@ func BatchRequest(path, key string, tmpl *Template, size int) RequestFunc {
 			tmpl.AppendBody(req, base+uint64(j))
 		}
 		req.AppendBody(closing)
+	}
+}
+
+// IdempotentEventTemplate is EventTemplate with an idempotency_key, as a
+// batch entry may carry one.
+const IdempotentEventTemplate = `{"event":"purchase","visitor_id":"v_{n}","idempotency_key":"node-next-1764000000000-{n}","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale"}}`
+
+// SegmentTemplate is one track message as @segment/analytics-node 3.1
+// sends it (a messageId, a context with the library, _metadata and an
+// empty integrations object), carrying EventTemplate's properties, so the
+// segment scenario compares the same events with the native batch.
+const SegmentTemplate = `{"type":"track","event":"Order Completed","userId":"v_{n}","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale"},"messageId":"node-next-1764000000000-{n}","timestamp":"2026-11-24T10:00:00.000Z","context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"_metadata":{"jsRuntime":"node"},"integrations":{}}`
+
+// SegmentBatchRequest posts size Segment messages per request to path
+// (POST /v1/batch) with the key as HTTP Basic user name, as the SDKs do.
+func SegmentBatchRequest(path, key string, tmpl *Template, size int) RequestFunc {
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(key+":"))
+	open := []byte(`{"batch":[`)
+	comma := []byte(",")
+	closing := []byte(`],"sentAt":"2026-11-24T10:00:00.000Z","writeKey":"bench"}`)
+	return func(seq uint64, req *fasthttp.Request) {
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.SetRequestURI(path)
+		req.Header.SetContentType("application/json")
+		req.Header.Set(fasthttp.HeaderAuthorization, auth)
+		req.AppendBody(open)
+		base := seq * uint64(size)
+		for j := 0; j < size; j++ {
+			if j > 0 {
+				req.AppendBody(comma)
+			}
+			tmpl.AppendBody(req, base+uint64(j))
+		}
+		req.AppendBody(closing)
+	}
+}
+
+// SegmentAccepted counts the stored messages of a /v1/batch answer:
+// {"success":true} stores all of size, each "index" of "rejected" one fewer.
+func SegmentAccepted(size int) func(resp *fasthttp.Response) int {
+	return func(resp *fasthttp.Response) int {
+		b := resp.Body()
+		if resp.StatusCode() != fasthttp.StatusOK || !bytes.HasPrefix(b, []byte(`{"success":true`)) {
+			return 0
+		}
+		return size - bytes.Count(b, []byte(`"index":`))
 	}
 }
 

@@ -217,30 +217,14 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 			}
 		}
 	}
-	kind := ratelimit.Standard
 	if fail != nil {
-		s.refuse(ctx, p, kind, fail, admitted)
+		s.refuse(ctx, p, ratelimit.Standard, fail, admitted)
 		return
 	}
-	kind, ok = s.pageviewGuard(ctx, p, in.Name == "pageview", kind)
+	res, ok := s.submitOne(ctx, p, pending, receivedAt, admitted)
 	if !ok {
 		return
 	}
-	w := actors.SingleWrite(p.Dataset(), receivedAt, pending, admitted)
-	rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
-	if err != nil {
-		s.writeSubmitError(ctx, rep, err) // disk.go
-		s.eng.Release(rep)
-		return
-	}
-	setRateHeaders(ctx, rep.Windows, time.Now())
-	if !rep.Allowed {
-		writeRateLimited(ctx, rep)
-		s.eng.Release(rep)
-		return
-	}
-	res := rep.Results[0]
-	s.eng.Release(rep)
 	switch res.Outcome {
 	case actors.Conflict:
 		writeError(ctx, newError(fasthttp.StatusConflict, codeConflict,
@@ -301,12 +285,62 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 				w.Events = append(w.Events, pe)
 			}
 			if fail == nil {
-				s.commitBatch(ctx, p, entries, w, allPageviews && len(w.Events) > 0)
+				s.commitBatch(ctx, p, entries, w, allPageviews)
 				return
 			}
 		}
 	}
 	s.refuse(ctx, p, ratelimit.Batch, fail, admitted)
+}
+
+// submitOne stores one prepared event (POST /events, a Segment single
+// route) and returns its result; false when it answered already (429, 503,
+// 507, the per-IP pageview guard). A public key's pageview counts in no
+// plan bucket.
+func (s *Server) submitOne(ctx *fasthttp.RequestCtx, p *engine.Principal, pending actors.Pending, receivedAt int64, admitted bool) (actors.Result, bool) {
+	kind, ok := s.pageviewGuard(ctx, p, pending.Event.Name == "pageview", ratelimit.Standard)
+	if !ok {
+		return actors.Result{}, false
+	}
+	w := actors.SingleWrite(p.Dataset(), receivedAt, pending, admitted)
+	rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
+	defer s.eng.Release(rep)
+	if err != nil {
+		s.writeSubmitError(ctx, rep, err) // disk.go
+		return actors.Result{}, false
+	}
+	setRateHeaders(ctx, rep.Windows, time.Now())
+	if !rep.Allowed {
+		writeRateLimited(ctx, rep)
+		return actors.Result{}, false
+	}
+	return rep.Results[0], true
+}
+
+// submitMany stores the valid events of a batch (native or Segment) in one
+// write, or only counts the request when none is valid. It returns the
+// reply (nil without events), which the caller releases once its answer is
+// built, and false when it answered already.
+func (s *Server) submitMany(ctx *fasthttp.RequestCtx, p *engine.Principal, w *actors.Write, allPageviews bool) (*actors.Reply, bool) {
+	kind, ok := s.pageviewGuard(ctx, p, allPageviews && len(w.Events) > 0, ratelimit.Batch)
+	if !ok {
+		return nil, false
+	}
+	if len(w.Events) == 0 {
+		// An admitted request was counted before its body was read.
+		return nil, w.Admitted || s.admit(ctx, p, kind)
+	}
+	rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
+	if err != nil {
+		s.writeSubmitError(ctx, rep, err) // disk.go
+		return rep, false
+	}
+	setRateHeaders(ctx, rep.Windows, time.Now())
+	if !rep.Allowed {
+		writeRateLimited(ctx, rep)
+		return rep, false
+	}
+	return rep, true
 }
 
 // refuse answers a write's error after counting the request (so a 429 wins
@@ -322,31 +356,13 @@ func (s *Server) refuse(ctx *fasthttp.RequestCtx, p *engine.Principal, kind rate
 }
 
 func (s *Server) commitBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, entries []event.Entry, w *actors.Write, allPageviews bool) {
-	kind, ok := s.pageviewGuard(ctx, p, allPageviews, ratelimit.Batch)
+	rep, ok := s.submitMany(ctx, p, w, allPageviews)
+	defer s.eng.Release(rep) // after the answer is built: results live in the reply
 	if !ok {
 		return
 	}
 	var results []actors.Result
-	if len(w.Events) == 0 {
-		// An admitted request was counted before its body was read.
-		if !w.Admitted {
-			if !s.admit(ctx, p, kind) {
-				return
-			}
-		}
-	} else {
-		rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
-		// After the answer is built: results may live in the reply.
-		defer s.eng.Release(rep)
-		if err != nil {
-			s.writeSubmitError(ctx, rep, err) // disk.go
-			return
-		}
-		setRateHeaders(ctx, rep.Windows, time.Now())
-		if !rep.Allowed {
-			writeRateLimited(ctx, rep)
-			return
-		}
+	if rep != nil {
 		results = rep.Results
 	}
 	accepted := 0

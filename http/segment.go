@@ -83,7 +83,6 @@ func (s *Server) handleSegment(typ event.SegmentType) fasthttp.RequestHandler {
 		var held heldBody
 		defer held.release()
 		var pending actors.Pending
-		var name string
 		if fail == nil {
 			var body []byte
 			if body, fail = s.readBody(ctx, event.MaxSegmentMessage, &held); fail == nil {
@@ -97,33 +96,17 @@ func (s *Server) handleSegment(typ event.SegmentType) fasthttp.RequestHandler {
 				if prob != nil {
 					fail = problemError(prob)
 				}
-				name = m.Input.Name
 			}
 		}
 		if fail != nil {
 			s.refuse(ctx, p, ratelimit.Standard, fail, admitted)
 			return
 		}
-		kind, ok := s.pageviewGuard(ctx, p, name == "pageview", ratelimit.Standard)
+		res, ok := s.submitOne(ctx, p, pending, receivedAt, admitted)
 		if !ok {
 			return
 		}
-		w := actors.SingleWrite(p.Dataset(), receivedAt, pending, admitted)
-		rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
-		if err != nil {
-			s.writeSubmitError(ctx, rep, err) // disk.go
-			s.eng.Release(rep)
-			return
-		}
-		setRateHeaders(ctx, rep.Windows, time.Now())
-		if !rep.Allowed {
-			writeRateLimited(ctx, rep)
-			s.eng.Release(rep)
-			return
-		}
-		outcome := rep.Results[0].Outcome
-		s.eng.Release(rep)
-		switch outcome {
+		switch res.Outcome {
 		case actors.Conflict:
 			writeError(ctx, segmentConflict())
 			return
@@ -182,27 +165,13 @@ func (s *Server) commitSegmentBatch(ctx *fasthttp.RequestCtx, p *engine.Principa
 		allPageviews = allPageviews && pe.Event.Name == "pageview"
 		w.Events = append(w.Events, pe)
 	}
-	kind, ok := s.pageviewGuard(ctx, p, allPageviews && len(w.Events) > 0, ratelimit.Batch)
+	rep, ok := s.submitMany(ctx, p, w, allPageviews)
+	defer s.eng.Release(rep) // results live in the reply
 	if !ok {
 		return
 	}
 	var results []actors.Result
-	if len(w.Events) == 0 {
-		if !admitted && !s.admit(ctx, p, kind) {
-			return
-		}
-	} else {
-		rep, err := s.eng.Submit(p, kind, w, kind == ratelimit.None)
-		defer s.eng.Release(rep) // results live in the reply
-		if err != nil {
-			s.writeSubmitError(ctx, rep, err)
-			return
-		}
-		setRateHeaders(ctx, rep.Windows, time.Now())
-		if !rep.Allowed {
-			writeRateLimited(ctx, rep)
-			return
-		}
+	if rep != nil {
 		results = rep.Results
 	}
 	buf := append(make([]byte, 0, 64), `{"success":true`...)

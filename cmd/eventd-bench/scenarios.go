@@ -63,14 +63,14 @@ type scenarioDef struct {
 }
 
 func scenarioNames() []string {
-	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "import", "analytics"}
+	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "import", "segment", "analytics"}
 }
 
 // defaultScenarios is the short set of make bench (about 2.5 minutes, plus
 // 2.5-3.5 for the loaded phase of single, batch and mixed);
 // analytics loads ten million events first, so it runs when asked for.
 func defaultScenarios() []string {
-	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "import"}
+	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "import", "segment"}
 }
 
 var scenarioDefs = map[string]scenarioDef{
@@ -101,6 +101,10 @@ var scenarioDefs = map[string]scenarioDef{
 	"import": {
 		description: "POST /admin/v1/projects/{id}/import: NDJSON lines of the single event with idempotency keys, one import of about --duration per round",
 		build:       buildImport,
+	},
+	"segment": {
+		description: "POST /v1/batch of 100 Segment track messages as analytics-node sends them, vs POST /events/batch of the same events, closed loop, 16 connections",
+		build:       buildSegment,
 	},
 	"analytics": {
 		description: "GET /analytics over a month of data (10 million events): timeseries by day and by hour, breakdown by event; open loop over many keys (50 queries a minute each)",
@@ -776,3 +780,31 @@ func buildAnalytics(e *env) *plan {
 }
 
 func groupInt(n uint64) string { return strings.TrimSuffix(bench.FormatRate(float64(n), ""), " ") }
+
+// The Segment-compatible API (issue 14): batches of analytics-node track
+// messages against native batches of the same events on the same eventd.
+// Segment messages carry a messageId, which eventd keeps as an idempotency
+// key; the third run, native batches with idempotency keys, shows how much
+// of the gap that is.
+func buildSegment(e *env) *plan {
+	conns := e.conns(16)
+	n := e.o.batchSize
+	seg := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.SegmentAccepted(n),
+		Request: bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.SegmentTemplate), n)}
+	native := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.BatchAccepted,
+		Request: bench.BatchRequest("/events/batch", e.key, e.tmpl, n)}
+	idem := native
+	idem.Request = bench.BatchRequest("/events/batch", e.key, bench.NewTemplate(bench.IdempotentEventTemplate), n)
+	return &plan{
+		eventd:   httpSubject(e, "eventd", e.target, true, bench.UnitEvents, seg),
+		ceilings: []subject{httpSubject(e, "native", e.target, true, bench.UnitEvents, native)},
+		others:   []subject{httpSubject(e, "native+idem", e.target, true, bench.UnitEvents, idem)},
+		judge: func(sc *bench.ScenarioResult) {
+			r := bench.Ratio(sc.Eventd, sc.Ceilings[0])
+			sc.Check(fmt.Sprintf("Segment batch of %d vs the native batch of the same events", n), fmt.Sprintf("≥ %.2f", minSegmentRatio), fmtRatio(r), r >= minSegmentRatio)
+			if len(sc.Others) > 0 {
+				sc.Note("native batches with an idempotency key per event: %.2f of the native batch", bench.Ratio(sc.Others[0], sc.Ceilings[0]))
+			}
+		},
+	}
+}

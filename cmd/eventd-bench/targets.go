@@ -20,6 +20,9 @@ const (
 	minBatchRatio = 0.7
 	// minSingleRatio: single events over the no-op server.
 	minSingleRatio = 0.5
+	// minSegmentRatio: Segment batches over native batches of the same
+	// events on the same server (issue 14).
+	minSegmentRatio = 0.8
 )
 
 const cpuTargetName = "server CPU per durable event / no-op CPU per request"
