@@ -179,12 +179,14 @@ func ajsStart(t *testing.T) (*tjsBrowser, string) {
 }
 
 // ajsConfig is the page configuration: AnalyticsBrowser.load's settings
-// (writeKey, cdnURL, and cdnSettings so that nothing is fetched from the
-// CDN) and options. segmentio are extra settings of the Segment.io
-// integration (deliveryStrategy).
+// (writeKey, cdnURL, and cdnSettings, the source settings Segment's CDN
+// would serve, so that none are fetched) and its options, where the
+// Segment.io integration's apiHost and protocol go (Segment's documented
+// way to send to another API host; only there do they also move the
+// remote metrics, which otherwise go to api.segment.io). segmentio are
+// more settings of that integration (deliveryStrategy).
 func ajsConfig(writeKey, eventd, site string, segmentio map[string]any) map[string]any {
-	host := strings.TrimPrefix(eventd, "http://")
-	sio := map[string]any{"apiKey": writeKey, "apiHost": host + "/v1", "protocol": "http"}
+	sio := map[string]any{"apiHost": strings.TrimPrefix(eventd, "http://") + "/v1", "protocol": "http"}
 	for k, v := range segmentio {
 		sio[k] = v
 	}
@@ -193,13 +195,14 @@ func ajsConfig(writeKey, eventd, site string, segmentio map[string]any) map[stri
 			"writeKey": writeKey,
 			"cdnURL":   site,
 			"cdnSettings": map[string]any{
-				"integrations": map[string]any{"Segment.io": sio},
-				// Remote metrics (POST <apiHost>/m every 30 s) would make the
-				// requests depend on timing; see TestSegmentBrowser's metrics check.
+				"integrations": map[string]any{"Segment.io": map[string]any{"apiKey": writeKey}},
+				// Remote metrics: analytics.js would POST counters to
+				// <apiHost>/m every 30 s, which eventd does not serve, and
+				// which would make the page's requests depend on timing.
 				"metrics": map[string]any{"sampleRate": 0},
 			},
 		},
-		"options": map[string]any{},
+		"options": map[string]any{"integrations": map[string]any{"Segment.io": sio}},
 	}
 }
 
