@@ -201,6 +201,12 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 		return
 	}
 	var local map[string]int // idempotency keys earlier in this write
+	var look *storage.IdemLookup
+	defer func() {
+		if look != nil {
+			_ = look.Close()
+		}
+	}()
 	store := w.Events[:0:0]
 	for i := range w.Events {
 		p := &w.Events[i]
@@ -223,7 +229,18 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 				k.waiting[p.IdemKey] = append(k.waiting[p.IdemKey], blocked{req, rep})
 				return
 			}
-			rec, err := k.keys.db.GetIdempotency(k.cfg.ID, p.IdemKey)
+			if look == nil {
+				// One iterator for the write's keys: a Get per key sets one
+				// up each time (storage.IdemLookup). Created here, after the
+				// in-flight keys were set aside, it sees every settled key.
+				var err error
+				if look, err = k.keys.db.NewIdemLookup(); err != nil {
+					rep.Err = err
+					req.Reply <- rep
+					return
+				}
+			}
+			rec, err := look.Get(k.cfg.ID, p.IdemKey)
 			switch {
 			case err == nil && time.Duration(req.Now.UnixMilli()-rec.CreatedAt)*time.Millisecond < IdempotencyTTL:
 				if rec.Hash == p.Hash {

@@ -66,6 +66,10 @@ type importer struct {
 	// meanwhile (nil when none), so decoding and fsync overlap.
 	cur, prev *importChunk
 	done      chan error
+	// idem reads the store's idempotency keys for the current chunk, opened
+	// at its first key: every chunk before prev is committed by then, and
+	// prev's keys are in its map.
+	idem *storage.IdemLookup
 }
 
 // importChunk is a set of events committed in one batch, with the ids and
@@ -97,6 +101,7 @@ func (e *Engine) Import(projectID, env string, r io.Reader, progress func(lines 
 	}
 	im := &importer{e: e, ps: ps, ds: ds, scope: "import/" + projectID + "/" + env,
 		cur: newImportChunk(), res: ImportResult{Errors: []ImportReject{}}}
+	defer im.closeIdem()
 	br := bufio.NewReaderSize(r, 256<<10)
 	var line []byte
 	physical := 0 // line numbers in reports count blank lines too, as editors do
@@ -255,15 +260,32 @@ func (im *importer) seenKey(key string) (uint64, bool) {
 			return h, true
 		}
 	}
-	if rec, err := im.e.db.GetIdempotency(im.scope, key); err == nil {
+	if im.idem == nil {
+		l, err := im.e.db.NewIdemLookup()
+		if err != nil {
+			return 0, false // as a failed Get was before: the line is stored
+		}
+		im.idem = l
+	}
+	if rec, err := im.idem.Get(im.scope, key); err == nil {
 		return rec.Hash, true
 	}
 	return 0, false
 }
 
+// closeIdem releases the current chunk's lookup, so the next chunk's sees
+// what was committed since.
+func (im *importer) closeIdem() {
+	if im.idem != nil {
+		_ = im.idem.Close()
+		im.idem = nil
+	}
+}
+
 // flush hands the current chunk to a committing goroutine, after the
 // previous one finished; last waits for this one too.
 func (im *importer) flush(last bool) error {
+	im.closeIdem()
 	if err := im.wait(); err != nil {
 		return err
 	}

@@ -127,6 +127,10 @@ func (d *DB) GetIdempotency(keyID, key string) (IdemRecord, error) {
 	if err != nil {
 		return IdemRecord{}, err
 	}
+	return decodeIdemRecord(v)
+}
+
+func decodeIdemRecord(v []byte) (IdemRecord, error) {
 	if len(v) != idemRecordLen {
 		return IdemRecord{}, errCorrupt
 	}

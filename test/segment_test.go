@@ -170,6 +170,28 @@ func TestSegmentSDK(t *testing.T) {
 	if _, total := segmentEvents(t, s, secret, "visitor_id=u1"); total < 5 {
 		t.Errorf("visitor u1: %d events", total)
 	}
+
+	// The profile: identify's traits, linked to the anonymous id it carried
+	// and to alias's previousId; found from any of the three ids.
+	for _, id := range []string{"u1", "a1", "old-1"} {
+		r := Do(t, "GET", s.Public+"/profiles/"+id, secret, nil)
+		wantStatus(t, r, 200)
+		prof := r.JSON(t)
+		traits, _ := prof["traits"].(map[string]any)
+		linked := fmt.Sprint(prof["linked_ids"])
+		if prof["id"] != id || traits["email"] != "ada@example.com" || traits["plan"] != "pro" {
+			t.Errorf("profile %s: %s", id, r.Body)
+		}
+		for _, other := range []string{"u1", "a1", "old-1"} {
+			if other != id && !strings.Contains(linked, other) {
+				t.Errorf("profile %s: linked_ids %s lacks %s", id, linked, other)
+			}
+		}
+		if prof["first_seen"] == nil || prof["last_seen"] == nil {
+			t.Errorf("profile %s: no first/last seen: %s", id, r.Body)
+		}
+	}
+	wantError(t, Do(t, "GET", s.Public+"/profiles/nobody", secret, nil), 404, "not_found", "")
 }
 
 // TestSegmentSDKRetry: the SDK retries a batch whose answer was lost (a 500

@@ -1,5 +1,5 @@
-// Package event decodes and validates the bodies of POST /events and
-// POST /events/batch with a strict hand-written JSON scanner (encoding/json
+// Package event decodes and validates the bodies of POST /events,
+// POST /events/batch and the Segment-compatible /v1 routes (segment.go) with a strict hand-written JSON scanner (encoding/json
 // accepts duplicate keys and rewrites invalid UTF-8, and allocates too much
 // for the ingest hot path), and holds the time and JSON-string helpers that
 // every layer must format identically.
