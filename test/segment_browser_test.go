@@ -23,7 +23,11 @@ import (
 // loopback, the source settings Segment's CDN would serve are given to
 // AnalyticsBrowser.load (cdnSettings), and Chromium sends any request to a
 // host that is not loopback to a proxy that is not there, so it fails
-// (the test fails too: every request of the page is logged and checked). `make test` installs Chromium and
+// (the test fails too: every request of the page is logged and checked).
+// The checks read the wire (method, headers, bodies, answers) as the
+// browser saw it, then what eventd stored, through GET /events with a
+// secret key: names, visitor ids and properties mapped per contract
+// section 12. `make test` installs Chromium and
 // the npm packages; without them the test skips and says why.
 
 // ajsVersion is the pinned @segment/analytics-next of test/browser/package.json.
@@ -152,6 +156,8 @@ type ajsMessage struct {
 	Name        string         `json:"name"`
 	Category    string         `json:"category"`
 	UserID      string         `json:"userId"`
+	GroupID     string         `json:"groupId"`
+	PreviousID  string         `json:"previousId"`
 	AnonymousID string         `json:"anonymousId"`
 	MessageID   string         `json:"messageId"`
 	WriteKey    string         `json:"writeKey"`
@@ -327,11 +333,47 @@ func (w *ajsStatus) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// ajsStored waits (bounded) for the one event query matches and returns it
+// in full; a second match fails the test (messageId makes each message one
+// event, whatever the retries).
+func ajsStored(t *testing.T, s *Server, secret, query string) tjsEvent {
+	t.Helper()
+	e := tjsWait(t, s, secret, query, 1, 10*time.Second)
+	if len(e) != 1 {
+		t.Fatalf("%d events for %q, want 1: %+v", len(e), query, e)
+	}
+	return e[0]
+}
+
+// ajsCheckStored checks the mapping of contract section 12 common to every
+// message: visitor_id, the event time, $context as analytics.js sent it,
+// $user_id and $anonymous_id.
+func ajsCheckStored(t *testing.T, e tjsEvent, m ajsMessage, visitor string) {
+	t.Helper()
+	pr := e.Properties
+	c, _ := pr["$context"].(map[string]any)
+	page, _ := c["page"].(map[string]any)
+	lib, _ := c["library"].(map[string]any)
+	if e.VisitorID != visitor || page["url"] != m.Context.Page["url"] || c["userAgent"] != m.Context.UserAgent ||
+		lib["name"] != "analytics.js" || lib["version"] != m.Context.Library["version"] || pr["$anonymous_id"] != m.AnonymousID {
+		t.Fatalf("%s stored as %+v, sent as %+v", m.Type, e, m)
+	}
+	if uid, has := pr["$user_id"]; (m.UserID == "" && has) || (m.UserID != "" && uid != m.UserID) {
+		t.Fatalf("%s: $user_id %v, sent userId %q", m.Type, uid, m.UserID)
+	}
+	sent, err1 := time.Parse(time.RFC3339Nano, m.Timestamp)
+	stored, err2 := time.Parse(time.RFC3339Nano, e.Timestamp)
+	if err1 != nil || err2 != nil || !stored.Equal(sent) {
+		t.Fatalf("%s: stored timestamp %q, sent %q", m.Type, e.Timestamp, m.Timestamp)
+	}
+}
+
 func TestSegmentBrowser(t *testing.T) {
 	b, dist := ajsStart(t)
 	s := Start(t)
 	p := s.Project(t, "ajs", "", map[string]int64{"minute": 100000, "hour": 1000000, "day": 10000000})
 	pk := s.Key(t, p, "public", "live")
+	sk := s.Key(t, p, "secret", "live")
 	configs := map[string]map[string]any{}
 	site := ajsSite(t, dist, configs)
 	stub := ajsStartProxy(t, s.Public, true)
@@ -350,7 +392,7 @@ func TestSegmentBrowser(t *testing.T) {
 	wantStatus(t, r, 200)
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(pk+":"))
 
-	t.Run("standard delivery: one POST /v1/<letter> per call", func(t *testing.T) {
+	t.Run("standard delivery: one POST /v1/<letter> per call, each stored mapped", func(t *testing.T) {
 		b.call("context", map[string]any{"name": "std"})
 		b.call("page", map[string]any{"ctx": "std", "name": "std"})
 		pageURL := site.URL + "/page/standard.html"
@@ -361,9 +403,13 @@ func TestSegmentBrowser(t *testing.T) {
 		b.eval("std", `(async () => {
 			const [a] = await window.ajs;
 			await a.track('Before Identify', {step: 1});
+			// alias while anonymous, as Segment documents it (once a user id
+			// is set, analytics.js 1.84 sends that id as the alias's userId).
+			await a.alias('u-web');
 			await a.identify('u-web', {plan: 'pro'});
 			await a.track('Button Clicked', {color: 'red'});
 			await a.page('Docs', 'Intro');
+			await a.group('org-1', {name: 'Acme'});
 			return a.user().anonymousId();
 		})()`, &anon)
 		rs := ajsSettle(t, b, "std", 10*time.Second)
@@ -391,15 +437,15 @@ func TestSegmentBrowser(t *testing.T) {
 		for _, x := range sent {
 			paths = append(paths, x.Path)
 			ajsCheckRequest(t, x, auth, site.URL)
-			ajsCheckMessage(t, x.Msg, map[string]string{"/v1/t": "track", "/v1/i": "identify", "/v1/p": "page"}[x.Path], pk, pageURL)
+			ajsCheckMessage(t, x.Msg, map[string]string{"/v1/t": "track", "/v1/i": "identify", "/v1/p": "page", "/v1/g": "group", "/v1/a": "alias"}[x.Path], pk, pageURL)
 			if x.Msg.AnonymousID != anon {
 				t.Fatalf("%s anonymousId %q, the page's is %q", x.Path, x.Msg.AnonymousID, anon)
 			}
 		}
-		if strings.Join(paths, " ") != "/v1/t /v1/i /v1/t /v1/p" {
+		if strings.Join(paths, " ") != "/v1/t /v1/a /v1/i /v1/t /v1/p /v1/g" {
 			t.Fatalf("paths %v", paths)
 		}
-		before, ident, click, page := sent[0].Msg, sent[1].Msg, sent[2].Msg, sent[3].Msg
+		before, alias, ident, click, page, group := sent[0].Msg, sent[1].Msg, sent[2].Msg, sent[3].Msg, sent[4].Msg, sent[5].Msg
 		if before.Event != "Before Identify" || before.UserID != "" || before.Properties["step"] != float64(1) {
 			t.Fatalf("track before identify %+v", before)
 		}
@@ -412,9 +458,51 @@ func TestSegmentBrowser(t *testing.T) {
 		if page.Name != "Intro" || page.Category != "Docs" || page.UserID != "u-web" || page.Properties["url"] != pageURL {
 			t.Fatalf("page %+v", page)
 		}
+		if group.GroupID != "org-1" || group.Traits["name"] != "Acme" || group.UserID != "u-web" {
+			t.Fatalf("group %+v", group)
+		}
+		if alias.UserID != "u-web" || alias.PreviousID != anon {
+			t.Fatalf("alias %+v", alias)
+		}
+
+		// What eventd stored, read back through the native API.
+		e := ajsStored(t, s, sk, "event=Before_Identify")
+		ajsCheckStored(t, e, before, anon)
+		if e.Properties["$event_name"] != "Before Identify" || e.Properties["step"] != float64(1) {
+			t.Fatalf("Before_Identify %+v", e)
+		}
+		e = ajsStored(t, s, sk, "event=identify&visitor_id=u-web")
+		ajsCheckStored(t, e, ident, "u-web")
+		if tr, _ := e.Properties["$traits"].(map[string]any); tr["plan"] != "pro" {
+			t.Fatalf("identify %+v", e)
+		}
+		e = ajsStored(t, s, sk, "event=Button_Clicked&visitor_id=u-web")
+		ajsCheckStored(t, e, click, "u-web")
+		if e.Properties["$event_name"] != "Button Clicked" || e.Properties["color"] != "red" {
+			t.Fatalf("Button_Clicked %+v", e)
+		}
+		e = ajsStored(t, s, sk, "event=pageview&visitor_id=u-web")
+		ajsCheckStored(t, e, page, "u-web")
+		if e.Properties["name"] != "Intro" || e.Properties["category"] != "Docs" || e.Properties["url"] != pageURL ||
+			e.Properties["title"] != "analytics.js test page" {
+			t.Fatalf("pageview %+v", e)
+		}
+		e = ajsStored(t, s, sk, "event=group&visitor_id=u-web")
+		ajsCheckStored(t, e, group, "u-web")
+		if tr, _ := e.Properties["$traits"].(map[string]any); tr["name"] != "Acme" || e.Properties["$group_id"] != "org-1" {
+			t.Fatalf("group %+v", e)
+		}
+		e = ajsStored(t, s, sk, "event=alias")
+		ajsCheckStored(t, e, alias, "u-web")
+		if e.Properties["$previous_id"] != anon {
+			t.Fatalf("alias %+v", e)
+		}
+		if n := tjsCount(t, s, sk, "visitor_id="+anon) + tjsCount(t, s, sk, "visitor_id=u-web"); n != 6 {
+			t.Fatalf("%d events stored for the page's ids, want 6", n)
+		}
 	})
 
-	t.Run("batching delivery: one POST /v1/b per 4 messages; the lazily loaded chunk comes from the test server", func(t *testing.T) {
+	t.Run("batching delivery: one POST /v1/b per 4 messages, each stored; the lazily loaded chunk comes from the test server", func(t *testing.T) {
 		b.call("context", map[string]any{"name": "bat"})
 		b.call("page", map[string]any{"ctx": "bat", "name": "bat"})
 		// ?ajs_aid= sets the anonymousId through the queryString chunk, which
@@ -471,6 +559,28 @@ func TestSegmentBrowser(t *testing.T) {
 		if strings.Join(types, " ") != "track identify track page" {
 			t.Fatalf("batched types %v", types)
 		}
+
+		msgs := x.Batch.Batch
+		e := ajsStored(t, s, sk, "event=Batch_Start")
+		ajsCheckStored(t, e, msgs[0], "anon-batch-1")
+		if e.Properties["$event_name"] != "Batch Start" || e.Properties["n"] != float64(1) {
+			t.Fatalf("Batch_Start %+v", e)
+		}
+		e = ajsStored(t, s, sk, "event=identify&visitor_id=u-batch")
+		ajsCheckStored(t, e, msgs[1], "u-batch")
+		if tr, _ := e.Properties["$traits"].(map[string]any); tr["plan"] != "team" {
+			t.Fatalf("identify %+v", e)
+		}
+		e = ajsStored(t, s, sk, "event=Button_Clicked&visitor_id=u-batch")
+		ajsCheckStored(t, e, msgs[2], "u-batch")
+		if e.Properties["$event_name"] != "Button Clicked" || e.Properties["color"] != "blue" {
+			t.Fatalf("Button_Clicked %+v", e)
+		}
+		e = ajsStored(t, s, sk, "event=pageview&visitor_id=u-batch")
+		ajsCheckStored(t, e, msgs[3], "u-batch")
+		if e.Properties["name"] != "Batch" || e.Properties["category"] != "Docs" {
+			t.Fatalf("pageview %+v", e)
+		}
 	})
 
 	t.Run("batching: messages still queued when the page goes away leave with keepalive", func(t *testing.T) {
@@ -506,9 +616,13 @@ func TestSegmentBrowser(t *testing.T) {
 			l[0].method != "OPTIONS" || l[0].path != "/v1/b" || l[0].status != 204 {
 			t.Fatalf("after leaving the page the recorder saw %+v (want eventd's preflight, then the batch)", l)
 		}
+		ajsStored(t, s, sk, "event=identify&visitor_id=u-leaving")
+		if e := ajsStored(t, s, sk, "event=Leaving_Soon"); e.VisitorID != "u-leaving" || e.Properties["k"] != float64(1) {
+			t.Fatalf("Leaving_Soon %+v", e)
+		}
 	})
 
-	t.Run("a retried message (X-Retry-Count) passes eventd's CORS preflight", func(t *testing.T) {
+	t.Run("a retried message (X-Retry-Count) passes eventd's CORS preflight and is stored once", func(t *testing.T) {
 		b.call("context", map[string]any{"name": "retry"})
 		b.call("page", map[string]any{"ctx": "retry", "name": "retry"})
 		b.call("goto", map[string]any{"page": "retry", "url": site.URL + "/page/retry.html"})
@@ -541,6 +655,9 @@ func TestSegmentBrowser(t *testing.T) {
 		}
 		if posts != len(sent) {
 			t.Fatalf("the stub saw %d POSTs, the page made %d: %+v", posts, len(sent), stub.log())
+		}
+		if e := ajsStored(t, s, sk, "event=Retried_Once"); e.Properties["k"] != "v" || e.Properties["$event_name"] != "Retried Once" {
+			t.Fatalf("Retried_Once %+v", e)
 		}
 	})
 }
