@@ -133,7 +133,9 @@ func TestSegmentSDK(t *testing.T) {
 		if total != 1 || len(data) != 1 {
 			t.Fatalf("%s: %d events, want 1", query, total)
 		}
-		return data[0]
+		r := Do(t, "GET", s.Public+"/events/"+data[0]["id"].(string), secret, nil)
+		wantStatus(t, r, 200)
+		return r.JSON(t) // the whole event: lists leave properties out
 	}
 	props := func(e map[string]any) map[string]any { return e["properties"].(map[string]any) }
 

@@ -789,7 +789,7 @@ func groupInt(n uint64) string { return strings.TrimSuffix(bench.FormatRate(floa
 func buildSegment(e *env) *plan {
 	conns := e.conns(16)
 	n := e.o.batchSize
-	seg := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.SegmentAccepted(n),
+	seg := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.SegmentAccepted(n), ExpectStatus: 200,
 		Request: bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.SegmentTemplate), n)}
 	native := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.BatchAccepted,
 		Request: bench.BatchRequest("/events/batch", e.key, e.tmpl, n)}
