@@ -27,8 +27,8 @@ import (
 // The checks read the wire (method, headers, bodies, answers) as the
 // browser saw it, then what eventd stored, through GET /events with a
 // secret key: names, visitor ids and properties mapped per contract
-// section 12. `make test` installs Chromium and
-// the npm packages; without them the test skips and says why.
+// section 12. `make test` installs Chromium and the npm packages; without
+// them the test skips and says why.
 
 // ajsVersion is the pinned @segment/analytics-next of test/browser/package.json.
 const ajsVersion = "1.84.3"
@@ -594,7 +594,7 @@ func TestSegmentBrowser(t *testing.T) {
 			await a.track('Leaving Soon', {k: 1});
 			return null;
 		})`, nil)
-		ajsSettle(t, b, "unload", 10*time.Second)
+		ajsCheckLoopback(t, ajsSettle(t, b, "unload", 10*time.Second), site.URL, recorder.URL)
 		if l := recorder.log(); len(l) != 0 {
 			t.Fatalf("requests to eventd before the page went away: %+v", l)
 		}
@@ -639,6 +639,7 @@ func TestSegmentBrowser(t *testing.T) {
 				t.Fatalf("no retry delivered within 15 s; requests %+v\nDevTools: %v", sent, wire)
 			}
 		}
+		ajsCheckLoopback(t, b.requests("retry"), site.URL, stub.URL)
 		if sent[0].Status != 503 || sent[0].Headers["x-retry-count"] != "" {
 			t.Fatalf("first attempt %+v", sent[0])
 		}
