@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -157,10 +158,30 @@ func (g *goalsActor) evaluate(events []CommittedEvent, force bool) {
 				if already {
 					continue
 				}
+				// Once per person: an id linked to the visitor (identify,
+				// alias) that completed the goal already counts for it.
+				ids, err := g.db.PersonIDs(ce.Dataset, c.Visitor)
+				if err != nil {
+					g.log.Error("read identity links", "err", err)
+					continue
+				}
+				pkey := goal.ID + "\x00\x00" + storage.PersonOf(ids)
+				if len(ids) > 1 {
+					if done[pkey] {
+						continue
+					}
+					if already, err = g.completedByAny(ce.Dataset, goal.ID, ids[1:]); err != nil {
+						g.log.Error("read goal completion", "goal", goal.ID, "err", err)
+						continue
+					}
+					if already {
+						continue
+					}
+				}
 				if done == nil {
 					done = make(map[string]bool)
 				}
-				done[key] = true
+				done[key], done[pkey] = true, true
 			}
 			if completions == nil {
 				completions = make(map[uint32][]storage.Completion)
@@ -205,20 +226,39 @@ func (g *goalsActor) check(ds uint32, goal *analytics.Goal, ev *storage.Event) (
 	// either side of it; looking both ways also catches a sequence whose
 	// earlier steps arrived after its last one (backfilled events).
 	w := goal.WindowMs()
-	hist, err := g.db.VisitorEvents(ds, ev.VisitorID, ev.Timestamp-w, ev.Timestamp+w, goalHistoryLimit)
+	// The history is the person's: every id linked to the visitor when
+	// the event is evaluated (docs/analytics.md, identity).
+	ids, err := g.db.PersonIDs(ds, ev.VisitorID)
 	if err != nil {
-		if !errors.Is(err, storage.ErrScanLimit) {
-			g.log.Error("read visitor history", "err", err)
-		}
+		g.log.Error("read identity links", "err", err)
 		return c, false
 	}
 	steps := goal.Steps()
 	lists := make([][]analytics.Occ, len(steps))
-	for _, h := range hist {
-		for j, s := range steps {
-			if h.Name == s {
-				lists[j] = append(lists[j], analytics.Occ{TS: h.Timestamp, ID: h.ID})
+	read := 0
+	for _, id := range ids {
+		hist, err := g.db.VisitorEvents(ds, id, ev.Timestamp-w, ev.Timestamp+w, goalHistoryLimit-read)
+		if err != nil {
+			if !errors.Is(err, storage.ErrScanLimit) {
+				g.log.Error("read visitor history", "err", err)
 			}
+			return c, false
+		}
+		read += len(hist)
+		if read >= goalHistoryLimit {
+			return c, false
+		}
+		for _, h := range hist {
+			for j, s := range steps {
+				if h.Name == s {
+					lists[j] = append(lists[j], analytics.Occ{TS: h.Timestamp, ID: h.ID})
+				}
+			}
+		}
+	}
+	if len(ids) > 1 {
+		for j := range lists {
+			slices.SortFunc(lists[j], analytics.CompareOcc)
 		}
 	}
 	depth, end := analytics.Deepest(lists, w)
@@ -227,6 +267,17 @@ func (g *goalsActor) check(ds uint32, goal *analytics.Goal, ev *storage.Event) (
 	}
 	c.Timestamp, c.ID = end.TS, end.ID
 	return c, true
+}
+
+// completedByAny reports whether any of ids completed goal already.
+func (g *goalsActor) completedByAny(ds uint32, goal string, ids []string) (bool, error) {
+	for _, id := range ids {
+		done, err := g.db.GoalCompletedBy(ds, goal, id)
+		if err != nil || done {
+			return done, err
+		}
+	}
+	return false, nil
 }
 
 // saveCursors writes every dataset's cursor, at stop.

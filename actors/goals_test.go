@@ -137,3 +137,46 @@ func TestGoalsActorCatchesUpFromCursor(t *testing.T) {
 		t.Errorf("cursor after stop: %x %v %v, want the last event's id", cur, ok, err)
 	}
 }
+
+// TestGoalsResolveLinkedIDs: a sequence goal started by an anonymous id and
+// finished by the user id it is linked to completes, once for the person;
+// an occurrence goal counts the person once although both ids did it; ids
+// linked only after evaluation still count apart.
+func TestGoalsResolveLinkedIDs(t *testing.T) {
+	db, err := storage.Open(t.TempDir(), storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const ds = 3
+	now := time.Now().UnixMilli()
+	if err := db.InitGoalCursor(ds, storage.IDAt(now)); err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	b.AddProfile(ds, &storage.ProfileUpdate{ID: "user_1", Links: []string{"anon_1"}, Timestamp: now})
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	writeEvents(t, db, ds,
+		goalEvent(now+1, 1, "view_pricing", "anon_1", now),
+		goalEvent(now+2, 2, "signup", "anon_1", now+1000),
+		goalEvent(now+3, 3, "purchase", "user_1", now+2000),
+		goalEvent(now+4, 4, "signup", "user_1", now+3000),
+		// Not linked: two visitors.
+		goalEvent(now+5, 5, "signup", "anon_2", now),
+		goalEvent(now+6, 6, "signup", "user_2", now),
+		goalEvent(now+7, 7, "purchase", "user_2", now+1000),
+	)
+	src := &fixedGoals{ds: ds, goals: []*analytics.Goal{
+		compileGoal(t, "g_seq", `{"name":"q","environment":"live","type":"sequence","steps":["view_pricing","signup","purchase"],"window":60}`),
+		compileGoal(t, "g_signup", `{"name":"s","environment":"live","type":"occurrence","event":"signup"}`),
+	}}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	pid := NewGoals(system, db, src, metrics.New(), slog.New(slog.DiscardHandler))
+	defer func() { _ = system.Root.PoisonFuture(pid).Wait() }()
+	waitCompletions(t, db, ds, "g_seq", 1, 1)
+	// anon_1/user_1 once, anon_2, user_2.
+	waitCompletions(t, db, ds, "g_signup", 3, 3)
+}

@@ -59,6 +59,10 @@ type Pending struct {
 	Event   storage.Event // ID and CreatedAt are assigned by the shard
 	IdemKey string
 	Hash    uint64 // content hash, compared when IdemKey repeats
+	// Profile is what the event changes in the dataset's profiles and
+	// identity links (a Segment identify, alias or two-id message),
+	// committed in the same batch; nil for native events. A replay never
+	// reaches the shard, so it changes nothing.
 	Profile *storage.ProfileUpdate
 }
 

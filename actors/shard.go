@@ -60,6 +60,9 @@ func (s *shard) Receive(ctx actor.Context) {
 		p.Event.ID, _ = s.gen.Next()
 		p.Event.CreatedAt = c.write.ReceivedAt
 		s.batch.AddEvent(c.write.Dataset, &p.Event)
+		if p.Profile != nil {
+			s.batch.AddProfile(c.write.Dataset, p.Profile)
+		}
 		if len(routes) > 0 {
 			// The delivery promise commits with the event; sending is the webhook actor's.
 			s.addOutbox(routes, c.write.Dataset, &p.Event)

@@ -59,6 +59,8 @@ var wantRoutes = []string{
 	"OPTIONS /events/batch",
 	"GET /events/{}",
 	"OPTIONS /events/{}",
+	"GET /profiles/{}",
+	"OPTIONS /profiles/{}",
 	"GET /verify",
 	"OPTIONS /verify",
 	"GET /rate-limit",
@@ -113,6 +115,8 @@ var wantRoutes = []string{
 	"GET /admin/v1/projects/{}/usage",
 	"DELETE /admin/v1/projects/{}/visitors/{}",
 	"GET /admin/v1/jobs/{}",
+	"GET /admin/v1/projects/{}/profiles",
+	"GET /admin/v1/projects/{}/profiles/{}",
 	"POST /admin/v1/projects/{}/import",
 	"GET /admin/v1/projects/{}/export",
 	"POST /admin/v1/backup",
@@ -141,6 +145,7 @@ var adminSessionOnly = []string{"POST /logout", "GET /session"}
 // wantSchemas are component schemas other packages and clients rely on by name.
 var wantSchemas = []string{
 	"EventCreate", "BatchEntry", "BatchCreate", "CreateEventResponse", "BatchResponse",
+	"Profile", "ProfileSummary", "ProfileList", "CursorPagination",
 	"Event", "ListItem", "EventList", "Pagination", "Verify", "RateLimitStatus", "Error",
 	"StreamEventMessage", "StreamSubscribe", "StreamSubscribed", "StreamError",
 	"AnalyticsTimeseries", "AnalyticsBreakdown", "AnalyticsFunnel", "AnalyticsGoals",

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/eventd/eventd/engine/analytics"
 	"github.com/eventd/eventd/storage"
@@ -177,7 +178,7 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 		groups, total, err := e.db.GroupByProperty(storage.GroupQuery{Dataset: p.dataset, Name: q.Event,
 			VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, From: q.From, To: q.To,
 			GroupBy: q.GroupProperty, Property: q.Property, Unique: q.Metric == analytics.UniqueVisitors,
-			MaxScan: MaxScanEvents})
+			Persons: true, MaxScan: MaxScanEvents})
 		if errors.Is(err, storage.ErrScanLimit) {
 			return nil, &ScanLimitError{Param: "group_by", Message: fmt.Sprintf(
 				"A breakdown by a property reads every event of the range, and this range holds more than %d; "+
@@ -266,6 +267,12 @@ func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) 
 		}
 		byName[name] = occs
 	}
+	// Linked ids (identify, alias) are one person: their occurrences
+	// merge, so a visitor who started anonymously and finished signed in
+	// converts once (docs/analytics.md, identity).
+	if err := e.byPerson(p.dataset, byName); err != nil {
+		return nil, err
+	}
 	// Only visitors who did the first step can enter the funnel.
 	byVisitor := map[string][][]analytics.Occ{}
 	for v := range byName[steps[0]] {
@@ -282,6 +289,38 @@ func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) 
 		res.Steps[i] = FunnelStep{Event: name, Visitors: counts[i], ConversionRate: rates[i]}
 	}
 	return res, nil
+}
+
+// byPerson regroups each step's occurrences by person, with the links
+// stored now; nothing changes when the dataset has no link.
+func (e *Engine) byPerson(ds uint32, byName map[string]map[string][]analytics.Occ) error {
+	r, err := e.db.NewResolver(ds)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if !r.HasLinks() {
+		return nil
+	}
+	for name, occs := range byName {
+		merged := make(map[string][]analytics.Occ, len(occs))
+		multi := map[string]bool{}
+		for v, l := range occs {
+			person, err := r.Person(v)
+			if err != nil {
+				return err
+			}
+			if _, ok := merged[person]; ok {
+				multi[person] = true
+			}
+			merged[person] = append(merged[person], l...)
+		}
+		for person := range multi {
+			slices.SortFunc(merged[person], analytics.CompareOcc)
+		}
+		byName[name] = merged
+	}
+	return nil
 }
 
 func (e *Engine) goalStats(p *Principal, q analytics.Query) (*GoalsResult, error) {

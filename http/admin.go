@@ -39,6 +39,8 @@ func (s *Server) adminRoutes() *router.Router {
 	r.GET("/admin/v1/projects/{id}/export", a("admin_export", s.adminExport))
 	r.POST("/admin/v1/backup", a("admin_backup", s.adminBackup))
 	r.DELETE("/admin/v1/projects/{id}/visitors/{visitor_id}", a("admin_erase_visitor", s.adminEraseVisitor))
+	r.GET("/admin/v1/projects/{id}/profiles", a("admin_list_profiles", s.adminListProfiles))
+	r.GET("/admin/v1/projects/{id}/profiles/{profile_id:*}", a("admin_get_profile", s.adminGetProfile))
 	r.GET("/admin/v1/jobs/{job_id}", a("admin_get_job", s.adminGetJob))
 	r.POST("/admin/v1/projects/{id}/event-definitions", a("admin_create_definition", s.adminCreateDefinition))
 	r.GET("/admin/v1/projects/{id}/event-definitions", a("admin_list_definitions", s.adminListDefinitions))

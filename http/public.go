@@ -23,6 +23,7 @@ func (s *Server) publicRoutes() *router.Router {
 	r.POST("/events/batch", s.route("create_batch", s.handleBatch))
 	r.GET("/events", s.route("list_events", s.handleList))
 	r.GET("/events/{id}", s.route("get_event", s.handleGet))
+	r.GET("/profiles/{id:*}", s.route("get_profile", s.handleProfile))
 	r.GET("/verify", s.route("verify", s.handleVerify))
 	r.GET("/rate-limit", s.route("rate_limit", s.handleRateLimit))
 	r.GET("/analytics", s.route("analytics", s.handleAnalytics))

@@ -17,8 +17,8 @@ type visitorEntry struct {
 }
 
 // EraseVisitor deletes every event of visitor in ds with its index entries,
-// decrements the counters, deletes the visitor's goal completions and
-// idempotency records, and rebuilds the property sums and visitor sketches
+// decrements the counters, deletes the visitor's goal completions, its
+// profile and its identity links (both directions) and idempotency records, and rebuilds the property sums and visitor sketches
 // of every day the visitor had events in (a sketch cannot forget one
 // visitor, so those days are recomputed from the events that remain).
 // progress, if not nil, is called with the number of events erased so far.
@@ -65,6 +65,9 @@ func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) 
 		}
 	}
 	if err := d.eraseVisitorGoals(ds, visitor); err != nil {
+		return len(erased), err
+	}
+	if err := d.eraseProfile(ds, visitor); err != nil {
 		return len(erased), err
 	}
 	if err := d.eraseIdempotency(erased); err != nil {

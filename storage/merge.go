@@ -19,6 +19,9 @@ var merger = &pebble.Merger{
 		if len(key) == 0 {
 			return nil, fmt.Errorf("storage: no merge operator for key prefix %q", key[:min(1, len(key))])
 		}
+		if key[0] == prefixProfile {
+			return newProfileMerger(value) // profile.go
+		}
 		if key[0] != prefixCounter {
 			return rollupMerger(key, value) // S and U rollups; anything else is refused there
 		}

@@ -359,7 +359,11 @@ type GroupQuery struct {
 	GroupBy    string // top-level property whose value is the group key
 	Property   string // numeric property to sum; "" for none
 	Unique     bool
-	MaxScan    int // raw events read past which ErrScanLimit is returned (0: no bound)
+	// Persons counts unique visitors per person: ids linked to each other
+	// (identify, alias) count once, as far as the links stored when the
+	// query runs say (identity.go).
+	Persons bool
+	MaxScan int // raw events read past which ErrScanLimit is returned (0: no bound)
 }
 
 // GroupByProperty scans the raw events of the range (there is no rollup per
@@ -387,6 +391,13 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 	if q.Unique {
 		total.Sketch = &Sketch{}
 	}
+	var persons *Resolver
+	if q.Unique && q.Persons {
+		if persons, err = d.NewResolver(q.Dataset); err != nil {
+			return nil, total, err
+		}
+		defer persons.Close()
+	}
 	scanned := 0
 	err = d.scanIndex(prefix, q.From, q.To, func(_ int64, id ID, value []byte) error {
 		if q.HasVisitor && q.Name != "" && string(value) != q.Name {
@@ -398,6 +409,11 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 		ev, err := d.GetEvent(q.Dataset, id)
 		if err != nil {
 			return err
+		}
+		if persons != nil && ev.HasVisitor {
+			if ev.VisitorID, err = persons.Person(ev.VisitorID); err != nil {
+				return err
+			}
 		}
 		total.Count++
 		addEventTo(aq, &ev, &total, &totalSum)

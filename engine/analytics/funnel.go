@@ -13,6 +13,17 @@ type Occ struct {
 	ID [16]byte
 }
 
+// CompareOcc orders occurrences by time, then id.
+func CompareOcc(a, b Occ) int {
+	switch {
+	case a.TS < b.TS:
+		return -1
+	case a.TS > b.TS:
+		return 1
+	}
+	return bytes.Compare(a.ID[:], b.ID[:])
+}
+
 func (a Occ) after(b Occ) bool {
 	return a.TS > b.TS || a.TS == b.TS && bytes.Compare(a.ID[:], b.ID[:]) > 0
 }
