@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -499,6 +500,26 @@ func TestSegmentBrowser(t *testing.T) {
 		}
 		if n := tjsCount(t, s, sk, "visitor_id="+anon) + tjsCount(t, s, sk, "visitor_id=u-web"); n != 6 {
 			t.Fatalf("%d events stored for the page's ids, want 6", n)
+		}
+
+		// identify gave u-web its traits; alias (and identify, carrying both
+		// ids) linked the anonymousId analytics.js generated to it: one
+		// person, found from either id.
+		for _, id := range []string{"u-web", anon} {
+			r := Do(t, "GET", s.Public+"/profiles/"+url.PathEscape(id), sk, nil)
+			wantStatus(t, r, 200)
+			var prof struct {
+				ID        string         `json:"id"`
+				Traits    map[string]any `json:"traits"`
+				LinkedIDs []string       `json:"linked_ids"`
+			}
+			if err := json.Unmarshal(r.Body, &prof); err != nil {
+				t.Fatal(err)
+			}
+			other := map[string]string{"u-web": anon, anon: "u-web"}[id]
+			if prof.ID != id || prof.Traits["plan"] != "pro" || !slices.Contains(prof.LinkedIDs, other) {
+				t.Fatalf("profile of %s: %s", id, r.Body)
+			}
 		}
 	})
 
