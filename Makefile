@@ -21,8 +21,9 @@ test: vet fmt-check browser-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	cd http/client && $(GO) test -race -count=1 -timeout 10m ./...
 
-# browser-deps: what the t.js browser test (test/tjs_test.go) needs: Debian's
-# chromium and playwright-core from npm. Best effort: when either cannot be
+# browser-deps: what the browser tests (test/tjs_test.go, analytics.js in
+# test/segment_browser_test.go, analytics-node in test/segment_test.go) need: Debian's
+# chromium and test/browser's npm packages. Best effort: when either cannot be
 # installed, that test skips and says why; the build does not fail for it.
 browser-deps: chromium test/browser/node_modules/.package-lock.json
 

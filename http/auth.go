@@ -151,7 +151,7 @@ func handlePreflight(ctx *fasthttp.RequestCtx) {
 		setCORS(ctx, origin)
 		h := &ctx.Response.Header
 		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Content-Encoding, Idempotency-Key, X-Request-Id")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Content-Encoding, Idempotency-Key, X-Request-Id, X-Retry-Count")
 		h.Set("Access-Control-Max-Age", "86400")
 	}
 	ctx.SetStatusCode(fasthttp.StatusNoContent)

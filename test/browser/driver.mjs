@@ -1,5 +1,6 @@
-// Browser driver for test/tjs_test.go: the Go test owns the scenario and the
-// checks; this script only runs headless Chromium through playwright-core.
+// Browser driver for test/tjs_test.go and test/segment_browser_test.go: the
+// Go test owns the scenario and the checks; this script only runs headless
+// Chromium through playwright-core.
 //
 // Protocol: one JSON command per line on stdin, one JSON answer per line on
 // stdout: {"id":1,"op":"goto","page":"p1","url":"..."} ->
@@ -14,7 +15,13 @@ const browser = await chromium.launch({
   // The flags this machine needs: no sandbox as root, and no background
   // traffic to Google's hosts, which the closed network would refuse.
   args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    // EVENTD_LOOPBACK_ONLY=1: every request to a host that is not loopback
+    // goes to a proxy that is not there (port 9 on loopback) and fails, with
+    // no DNS look-up; Chromium never proxies loopback itself. (Playwright's
+    // request routing would do it too, but it answers CORS preflights
+    // itself, hiding the server's.)
+    ...(process.env.EVENTD_LOOPBACK_ONLY === '1' ? ['--proxy-server=http://127.0.0.1:9'] : [])],
 });
 
 const contexts = new Map();
@@ -23,6 +30,10 @@ const pages = new Map();
 // them, including those CORS hides from the page's own script.
 const net = new Map();
 const consoleLog = new Map();
+// requests[page]: every request the page made (documents, scripts, fetches),
+// with its answer's status or its failure: what the Go test checks for hosts
+// other than loopback.
+const requests = new Map();
 // wireLog[page]: status lines and failures of /events/batch as DevTools saw them.
 const wireLog = new Map();
 
@@ -35,6 +46,24 @@ const ops = {
     if (init) await page.addInitScript(init);
     const log = [];
     net.set(name, log);
+    const all = [];
+    requests.set(name, all);
+    const entries = new WeakMap();
+    page.on('request', (r) => {
+      const entry = { url: r.url(), method: r.method(), type: r.resourceType(), headers: r.headers(), body: r.postData(), t: Date.now() };
+      entries.set(r, entry);
+      all.push(entry);
+      r.allHeaders().then((h) => { entry.headers = h; }, () => {});
+      r.response().then((res) => { entry.status = res ? res.status() : 0; }, () => {});
+    });
+    page.on('requestfinished', (r) => {
+      const e = entries.get(r);
+      if (e) e.done = true;
+    });
+    page.on('requestfailed', (r) => {
+      const e = entries.get(r);
+      if (e) { e.failure = r.failure() ? r.failure().errorText : 'failed'; e.done = true; }
+    });
     consoleLog.set(name, []);
     page.on('console', (m) => consoleLog.get(name).push(`${m.type()}: ${m.text()}`));
     page.on('request', (r) => {
@@ -56,11 +85,11 @@ const ops = {
     cdp.on('Network.requestWillBeSent', (e) => urls.set(e.requestId, e.request.url));
     cdp.on('Network.responseReceivedExtraInfo', (e) => {
       const u = urls.get(e.requestId);
-      if (u && u.includes('/events/batch')) wire.push({ url: u, status: e.statusCode });
+      if (u && (u.includes('/events/batch') || u.includes('/v1/'))) wire.push({ url: u, status: e.statusCode });
     });
     cdp.on('Network.loadingFailed', (e) => {
       const u = urls.get(e.requestId);
-      if (u && u.includes('/events/batch')) wire.push({ url: u, failure: e.errorText, cors: e.corsErrorStatus ? e.corsErrorStatus.corsError : '' });
+      if (u && (u.includes('/events/batch') || u.includes('/v1/'))) wire.push({ url: u, failure: e.errorText, cors: e.corsErrorStatus ? e.corsErrorStatus.corsError : '' });
     });
     await cdp.send('Network.enable');
     pages.set(name, page);
@@ -81,6 +110,9 @@ const ops = {
   },
   async net({ page }) {
     return net.get(page);
+  },
+  async requests({ page }) {
+    return requests.get(page);
   },
   async wire({ page }) {
     return wireLog.get(page);
