@@ -56,6 +56,7 @@ var wantRoutes = []string{
 	"POST /v1/g",
 	"POST /v1/a",
 	"POST /v1/b",
+	"POST /v1/m",
 	"OPTIONS /events/batch",
 	"GET /events/{}",
 	"OPTIONS /events/{}",

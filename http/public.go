@@ -42,6 +42,7 @@ func (s *Server) publicRoutes() *router.Router {
 	for _, path := range segmentBatchPaths {
 		r.POST(path, s.route("segment_batch", s.handleSegmentBatch))
 	}
+	r.POST("/v1/m", s.route("segment_metrics", handleSegmentMetrics))
 	return r
 }
 

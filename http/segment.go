@@ -251,3 +251,15 @@ func prepareSegment(p *engine.Principal, m *event.SegmentMessage, receivedAt int
 func segmentTypeName(t event.SegmentType) string {
 	return [...]string{"", "track", "page", "screen", "identify", "group", "alias"}[t]
 }
+
+// handleSegmentMetrics accepts and drops the counters analytics.js posts to
+// <apiHost>/m about its own delivery (no key, text/plain). Segment's API
+// takes them; without this route the browser logs a CORS error every 30 s
+// and the SDK turns its metrics off. The body is never read: an
+// unauthenticated body is refused from its headers (body.go).
+func handleSegmentMetrics(ctx *fasthttp.RequestCtx) {
+	if origin := ctx.Request.Header.Peek("Origin"); len(origin) > 0 {
+		setCORS(ctx, origin)
+	}
+	writeRaw(ctx, fasthttp.StatusOK, segmentSuccess)
+}

@@ -326,6 +326,15 @@ func TestSegmentHTTP(t *testing.T) {
 		}
 	})
 
+	t.Run("analytics.js metrics are accepted and dropped", func(t *testing.T) {
+		r := Do(t, "POST", s.Public+"/v1/m", "", `{"series":[{"type":"Counter","metric":"analytics_js.invoke","value":1}]}`,
+			"Content-Type: text/plain", "Origin: https://shop.example")
+		wantStatus(t, r, 200)
+		if string(r.Body) != `{"success":true}` || r.Header.Get("Access-Control-Allow-Origin") != "https://shop.example" {
+			t.Fatalf("/v1/m: %s %v", r.Body, r.Header)
+		}
+	})
+
 	t.Run("revoked key", func(t *testing.T) {
 		r := s.AdminDo(t, "POST", "/admin/v1/projects/"+proj+"/keys", map[string]any{"name": "to revoke", "type": "secret", "environment": "live"})
 		wantStatus(t, r, 201)
