@@ -195,6 +195,18 @@ func TestSegmentSDK(t *testing.T) {
 		}
 	}
 	wantError(t, Do(t, "GET", s.Public+"/profiles/nobody", secret, nil), 404, "not_found", "")
+
+	// Erasing the user erases its profile and its links: the anonymous
+	// id's own profile no longer names it.
+	r := s.AdminDo(t, "DELETE", "/admin/v1/projects/"+proj+"/visitors/u1?environment=live", nil)
+	wantStatus(t, r, 202)
+	if job := waitJob(t, s, r.JSON(t)["id"].(string)); job["status"] != "succeeded" {
+		t.Fatalf("erase job %v", job)
+	}
+	wantError(t, Do(t, "GET", s.Public+"/profiles/u1", secret, nil), 404, "not_found", "")
+	if r := Do(t, "GET", s.Public+"/profiles/a1", secret, nil); r.Status == 200 && strings.Contains(string(r.Body), `"u1"`) {
+		t.Errorf("profile a1 still links u1 after the erasure: %s", r.Body)
+	}
 }
 
 // TestSegmentSDKRetry: the SDK retries a batch whose answer was lost (a 500
@@ -413,5 +425,35 @@ func TestKill9SegmentProfiles(t *testing.T) {
 		if traits, _ := prof["traits"].(map[string]any); traits["n"] != float64(i) || !strings.Contains(fmt.Sprint(prof["linked_ids"]), fmt.Sprintf("ku-%d", i)) {
 			t.Fatalf("profile ka-%d after kill -9: %s", i, r.Body)
 		}
+	}
+}
+
+// TestSegmentBuckets: a single route counts in the standard bucket, a batch
+// (however many messages) once in the batch bucket, with the native headers
+// and 429 (a project of 50 a minute: batches get a tenth).
+func TestSegmentBuckets(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "segment-buckets", "", map[string]int64{"minute": 50, "hour": 5000, "day": 50000})
+	key := s.Key(t, p, "secret", "live")
+	auth := basicAuth(key)
+	msg := func(i int) map[string]any {
+		return map[string]any{"type": "track", "event": "bucketed", "anonymousId": "a", "messageId": fmt.Sprintf("b-%d", i)}
+	}
+	r := Do(t, "POST", s.Public+"/v1/track", "", msg(0), auth)
+	wantStatus(t, r, 200)
+	pubWantRemaining(t, r, 50, 49)
+	for i := 0; i < 5; i++ {
+		batch := []any{msg(100 + 3*i), msg(101 + 3*i), msg(102 + 3*i)}
+		r := Do(t, "POST", s.Public+"/v1/batch", "", map[string]any{"batch": batch}, auth)
+		wantStatus(t, r, 200)
+		pubWantRemaining(t, r, 5, int64(4-i))
+	}
+	pubWant429(t, Do(t, "POST", s.Public+"/v1/batch", "", map[string]any{"batch": []any{msg(1)}}, auth))
+	rs := pubRateStatus(t, s, key)
+	if rs.Limits["minute"].Remaining != 49 || rs.Buckets["batch"]["minute"].Remaining != 0 {
+		t.Fatalf("buckets after one track and six batches: %+v", rs)
+	}
+	if _, total := segmentEvents(t, s, key, "event=bucketed"); total != 16 {
+		t.Errorf("bucketed: %d events, want 16", total)
 	}
 }
