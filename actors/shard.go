@@ -21,6 +21,8 @@ const maxBatchEvents = 4096
 type shard struct {
 	db          *storage.DB
 	gen         *ids.Generator
+	horizon     *ids.Horizon // nil: nobody reads the settled horizon (tests)
+	hold        *ids.Hold    // taken with the open batch, released once it is committed
 	queued      atomic.Int64 // commits sent and not yet received
 	broadcaster *actor.PID
 	system      *actor.ActorSystem
@@ -49,6 +51,11 @@ func (s *shard) Receive(ctx actor.Context) {
 	}
 	if s.batch == nil {
 		s.batch = s.db.NewBatch()
+		if s.horizon != nil {
+			// Before the batch's first id: cursors deliver nothing at or
+			// above this hold's floor until the batch is committed.
+			s.hold = s.horizon.Hold()
+		}
 	}
 	now := time.Now().UnixMilli()
 	var routes []*WebhookConfig
@@ -85,6 +92,8 @@ func (s *shard) flush() {
 	err := s.batch.Commit(true)
 	s.batch.Close()
 	s.batch = nil
+	s.hold.Release() // committed (or failed for good): its ids are settled
+	s.hold = nil
 	s.m.commitTime.Observe(time.Since(start).Seconds())
 	s.m.commits.Inc()
 	if err != nil {
@@ -178,6 +187,14 @@ func (s *Shards) Queued() int64 {
 		n += sh.queued.Load()
 	}
 	return n
+}
+
+// UseHorizon makes the shards hold h while a batch is open; call it before
+// the first write.
+func (s *Shards) UseHorizon(h *ids.Horizon) {
+	for _, sh := range s.shards {
+		sh.horizon = h
+	}
 }
 
 // Len is the number of shards.

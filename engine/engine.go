@@ -69,6 +69,8 @@ type Engine struct {
 	metrics *metrics.Registry
 	ipGuard *ratelimit.IPGuard
 	ids     *ids.Generator // shared by shards and imports so ids stay ordered
+	horizon *ids.Horizon   // how far ids are settled, for cursors (cursors.go)
+	cursors cursorRegistry // connected named cursors (cursors.go)
 
 	mu         sync.RWMutex // guards the maps below; writers also hold adminMu
 	adminMu    sync.Mutex   // serialises admin changes
@@ -158,6 +160,8 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.shards = actors.NewShards(e.system, db, e.ids, cfg.Shards, e.bcast, e.metrics, cfg.Logger)
+	e.horizon = ids.NewHorizon(e.ids)
+	e.shards.UseHorizon(e.horizon)
 	e.shards.SetWebhooks(e.hooks.wh)
 	e.keys = actors.NewKeys(e.system, db, e.shards, cfg.Logger, cfg.KeyIdle)
 	e.startDisk()

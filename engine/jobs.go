@@ -212,6 +212,10 @@ func (e *Engine) expire(now time.Time) {
 	}
 	e.mu.RUnlock()
 	for _, t := range ts {
+		if err := e.expireCursors(t.ds, t.cutoff); err != nil {
+			e.log.Error("retention: cursors", "dataset", t.ds, "err", err)
+			continue // deleting now could make a cursor skip events
+		}
 		n, err := e.db.ExpireBefore(t.ds, t.cutoff)
 		if err != nil {
 			e.log.Error("retention", "dataset", t.ds, "err", err)

@@ -324,6 +324,9 @@ func (im *importer) wait() error {
 func (im *importer) commit(c *importChunk) error {
 	b := im.e.db.NewBatch()
 	defer b.Close()
+	// Cursors must not pass the ids made here before they are committed.
+	hold := im.e.horizon.Hold()
+	defer hold.Release()
 	now := time.Now().UnixMilli()
 	done := make([]actors.CommittedEvent, 0, len(c.pending))
 	for i := range c.pending {

@@ -71,6 +71,9 @@ func (s *Server) adminRoutes() *router.Router {
 	r.GET("/admin/v1/projects/{id}/alerts/{alert_id}", a("admin_get_alert", s.adminGetAlert))
 	r.PUT("/admin/v1/projects/{id}/alerts/{alert_id}", a("admin_put_alert", s.adminUpdateAlert))
 	r.DELETE("/admin/v1/projects/{id}/alerts/{alert_id}", a("admin_delete_alert", s.adminDeleteAlert))
+	r.GET("/admin/v1/projects/{id}/cursors", a("admin_list_cursors", s.adminListCursors))
+	r.DELETE("/admin/v1/projects/{id}/cursors/{name}", a("admin_delete_cursor", s.adminDeleteCursor))
+	r.POST("/admin/v1/projects/{id}/cursors/{name}/reset", a("admin_reset_cursor", s.adminResetCursor))
 	// The web dashboard: pages, login/logout/session, and its analytics and live-feed reads (dashboard.go).
 	s.dashboardRoutes(r, a)
 	return r

@@ -461,7 +461,7 @@ func (s *Server) adminStream(ctx *fasthttp.RequestCtx) {
 			return func() { close(done) }
 		}
 	}
-	s.upgradeStream(ctx, p, filter, since, func() { s.dash.streams.Add(-1) }, watch)
+	s.upgradeStream(ctx, p, filter, since, nil, func() { s.dash.streams.Add(-1) }, watch)
 }
 
 // watchSession stops a live feed once its session has ended: at once on

@@ -54,6 +54,10 @@ type streams struct {
 	drops       *metrics.Counter
 	slowCloses  *metrics.Counter
 	revokes     *metrics.Counter
+	// cursor counts acknowledgements and redeliveries (stream_cursor.go);
+	// cursorExpired the connections closed with 4010.
+	cursor        *cursorMetrics
+	cursorExpired *metrics.Counter
 }
 
 func newStreams(reg *metrics.Registry) *streams {
@@ -64,6 +68,9 @@ func newStreams(reg *metrics.Registry) *streams {
 		drops:       reg.Counter("eventd_stream_drops_total", "Events not queued because a subscriber's queue was full.", ""),
 		slowCloses:  reg.Counter("eventd_stream_slow_consumer_closes_total", "Subscribers closed with 4008 slow_consumer.", ""),
 		revokes:     reg.Counter("eventd_stream_revoked_closes_total", "Subscribers closed with 4001 because their key was revoked or their project deleted.", ""),
+		cursor:      newCursorMetrics(reg),
+		cursorExpired: reg.Counter("eventd_cursor_expired_closes_total",
+			"Cursor connections closed with 4010 because a retention sweep passed their position.", ""),
 	}
 	// The broadcaster's fan-out backlog: events offered and not yet written,
 	// summed over subscribers at scrape time (Offer pays nothing more).
@@ -158,6 +165,9 @@ type subscriber struct {
 	once     sync.Once
 	closing  closeFrame // set once, before shutdown is closed
 	overOnce sync.Once
+	// cur is set on a named cursor's connection (stream_cursor.go): its
+	// events come from storage, a commit only wakes it.
+	cur *cursorConn
 }
 
 // closeFrame is how a subscriber told to end says goodbye.
@@ -184,6 +194,10 @@ type streamItem struct {
 // closed with 4008. Only the broadcaster calls Offer, so queued cannot grow
 // between the check and the Add.
 func (sub *subscriber) Offer(run *actors.Run) {
+	if sub.cur != nil {
+		sub.cur.poke()
+		return
+	}
 	f := sub.filter.Load()
 	n := int64(len(run.Events))
 	if f.all() {
@@ -279,8 +293,16 @@ func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
 	}
 	var filter *streamFilter
 	var since *storage.ID
+	var cur *cursorConn
 	if fail == nil {
 		filter, since, fail = parseStreamQuery(ctx.QueryArgs())
+	}
+	if fail == nil {
+		var name string
+		var window int
+		if name, window, fail = parseCursorQuery(ctx.QueryArgs()); name != "" && fail == nil {
+			cur = &cursorConn{name: name, window: window, wake: make(chan struct{}, 1)}
+		}
 	}
 	if !s.admit(ctx, p, ratelimit.Standard) {
 		return
@@ -293,7 +315,7 @@ func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
 		writeTooManyStreams(ctx, "Too many open streams for this key on the "+p.Plan()+" plan")
 		return
 	}
-	s.upgradeStream(ctx, p, filter, since, p.ReleaseStream, nil)
+	s.upgradeStream(ctx, p, filter, since, cur, p.ReleaseStream, nil)
 }
 
 // writeTooManyStreams answers a connection over a stream cap.
@@ -308,7 +330,7 @@ func writeTooManyStreams(ctx *fasthttp.RequestCtx, message string) {
 // it closes; release runs once it has ended (or the upgrade failed). watch,
 // if not nil, runs beside the stream and its returned func at the end.
 func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, filter *streamFilter, since *storage.ID,
-	release func(), watch func(*subscriber) (stop func())) {
+	cur *cursorConn, release func(), watch func(*subscriber) (stop func())) {
 	up := websocket.FastHTTPUpgrader{
 		ReadBufferSize:  1024,
 		WriteBufferSize: 4096,
@@ -327,6 +349,11 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, fi
 		control:  make(chan wsFrame, 8),
 		overflow: make(chan struct{}),
 		shutdown: make(chan struct{}),
+		cur:      cur,
+	}
+	if cur != nil {
+		cur.sub = sub
+		sub.queue = nil // never used: a cursor reads from storage
 	}
 	sub.filter.Store(filter)
 	s.streams.wg.Add(1)
@@ -335,6 +362,10 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, fi
 		defer release()
 		if watch != nil {
 			defer watch(sub)()
+		}
+		if cur != nil {
+			s.runCursor(conn, p, sub)
+			return
 		}
 		s.runStream(conn, p, sub, since)
 	})
@@ -608,7 +639,16 @@ func (s *Server) readStream(rd *streamReader, sub *subscriber) {
 		if err != nil || rd.extend(s.streamPong) != nil {
 			return
 		}
-		reply := handleClientMessage(sub, msg)
+		var reply []byte
+		if sub.cur != nil {
+			var ack bool
+			if reply, ack = handleCursorMessage(sub, msg); ack && reply == nil {
+				continue // an accepted ack needs no answer
+			}
+		}
+		if reply == nil {
+			reply = handleClientMessage(sub, msg)
+		}
 		select {
 		case sub.control <- wsFrame{websocket.TextMessage, reply}:
 		default: // a client flooding messages without reading loses replies, not the server

@@ -26,7 +26,7 @@ const (
 
 // datasetPrefixes are the prefixes whose keys start with a dataset number:
 // deleting a dataset deletes under each of them.
-var datasetPrefixes = []byte{prefixEvent, prefixTime, prefixName, prefixVisitor, prefixCounter, prefixRollup, prefixGoal, prefixProfile, prefixLink}
+var datasetPrefixes = []byte{prefixEvent, prefixTime, prefixName, prefixVisitor, prefixCounter, prefixRollup, prefixGoal, prefixProfile, prefixLink, prefixCursor}
 
 // ID is the binary form of an event id: 48 bits of Unix milliseconds then 80
 // bits that keep ids unique and increasing.

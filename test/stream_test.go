@@ -23,6 +23,9 @@ type streamMsg struct {
 	LastID    *string         `json:"last_id"`
 	Event     []string        `json:"event"`
 	VisitorID *string         `json:"visitor_id"`
+	// Redelivered and Details: cursor connections (cursor_test.go).
+	Redelivered bool              `json:"redelivered"`
+	Details     map[string]string `json:"details"`
 }
 
 type streamEvent struct {

@@ -38,6 +38,7 @@ type Generator struct {
 	lastMs int64
 	hi     uint16 // the top 16 of the 80 low bits
 	lo     uint64
+	minMs  int64 // no id carries an earlier millisecond (Floor promised it)
 	now    func() time.Time
 }
 
@@ -47,7 +48,7 @@ func NewGenerator() *Generator { return &Generator{now: time.Now} }
 // Next returns a new id and the millisecond it carries.
 func (g *Generator) Next() ([16]byte, int64) {
 	g.mu.Lock()
-	ms := g.now().UnixMilli()
+	ms := max(g.now().UnixMilli(), g.minMs)
 	if ms > g.lastMs {
 		g.lastMs = ms
 		var r [10]byte

@@ -79,3 +79,46 @@ func TestRandom(t *testing.T) {
 		t.Fatal("two random ids are equal")
 	}
 }
+
+func TestFloorIsBelowLaterIDs(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	g := &Generator{now: func() time.Time { return now }}
+	for _, step := range []struct {
+		name  string
+		clock time.Duration // moved before Floor
+	}{
+		{"fresh", 0},
+		{"same millisecond", 0},
+		{"clock ahead", 5 * time.Millisecond},
+		{"clock back", -20 * time.Millisecond},
+	} {
+		now = now.Add(step.clock)
+		f := g.Floor()
+		for i := 0; i < 3; i++ {
+			id, _ := g.Next()
+			if string(id[:]) <= string(f[:]) {
+				t.Fatalf("%s: id %x not above floor %x", step.name, id, f)
+			}
+		}
+		if f2 := g.Floor(); string(f2[:]) < string(f[:]) {
+			t.Fatalf("%s: floor went back", step.name)
+		}
+	}
+}
+
+func TestHorizonHoldsBackOpenBatches(t *testing.T) {
+	g := NewGenerator()
+	h := NewHorizon(g)
+	a := h.Hold()
+	ida, _ := g.Next()
+	b := h.Hold()
+	idb, _ := g.Next()
+	b.Release() // b committed first: ida is still open
+	if s := h.Settled(); string(s[:]) >= string(ida[:]) {
+		t.Fatalf("settled %x not below open id %x", s, ida)
+	}
+	a.Release()
+	if s := h.Settled(); string(s[:]) < string(idb[:]) {
+		t.Fatalf("settled %x below committed %x", s, idb)
+	}
+}

@@ -1,0 +1,393 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fasthttp/websocket"
+	"github.com/valyala/fasthttp"
+
+	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/ids"
+	"github.com/eventd/eventd/engine/metrics"
+	"github.com/eventd/eventd/storage"
+)
+
+// Named cursors of /stream (contract section 14, docs/stream.md). A cursor
+// connection does not take events from the broadcaster's runs: a commit
+// only wakes it, and it reads from storage after the last id it scanned,
+// up to the settled horizon and the room left in its ack window. So
+// resume, catch-up after a full window and live delivery are one path,
+// memory stays bounded by the window, and a consumer that stops
+// acknowledging is never cut off: it is simply not sent more.
+const (
+	// DefaultAckWindow and MaxAckWindow bound the unacknowledged events sent ahead.
+	DefaultAckWindow = 1000
+	MaxAckWindow     = 10000
+	// cursorSaveEvery coalesces acknowledgements: a connection writes its
+	// position at most this often (without fsync), and with fsync when it
+	// ends. A crash loses at most this much, which is redelivered.
+	cursorSaveEvery = 100 * time.Millisecond
+	// cursorHeldRetry is how soon a connection looks again when committed
+	// events exist above the settled horizon (another writer's batch is
+	// still open; its commit may not wake this dataset's subscribers).
+	cursorHeldRetry = 2 * time.Millisecond
+)
+
+// cursorMetrics are the /stream cursor counters.
+type cursorMetrics struct {
+	acks        *metrics.Counter
+	redelivered *metrics.Counter
+	badAcks     *metrics.Counter
+	windowFull  *metrics.Counter
+}
+
+func newCursorMetrics(reg *metrics.Registry) *cursorMetrics {
+	return &cursorMetrics{
+		acks:        reg.Counter("eventd_cursor_acks_total", "Acknowledgements accepted from /stream cursor consumers.", ""),
+		redelivered: reg.Counter("eventd_cursor_redelivered_total", "Events sent to cursor consumers with redelivered:true.", ""),
+		badAcks:     reg.Counter("eventd_cursor_bad_acks_total", "Acknowledgements refused (malformed, or after the last event sent).", ""),
+		windowFull:  reg.Counter("eventd_cursor_window_full_total", "Times a cursor consumer's ack window filled and sending paused.", ""),
+	}
+}
+
+// parseCursorQuery reads cursor and ack_window; since is refused beside
+// cursor (the cursor is the resume point).
+func parseCursorQuery(args *fasthttp.Args) (name string, window int, fail *apiError) {
+	d := map[string]string{}
+	v := args.Peek("cursor")
+	if v == nil {
+		if args.Has("ack_window") {
+			d["ack_window"] = "needs cursor"
+		}
+	} else {
+		name = string(v)
+		if !engine.ValidCursorName(name) {
+			d["cursor"] = "must be 1-64 characters of A-Z, a-z, 0-9, _, . and -"
+		}
+		if args.Has("since") {
+			d["since"] = "cannot be combined with cursor: the cursor is the resume point"
+		}
+	}
+	window = DefaultAckWindow
+	if w := args.Peek("ack_window"); w != nil {
+		n, err := strconv.Atoi(string(w))
+		if err != nil || n < 1 || n > MaxAckWindow {
+			d["ack_window"] = "must be an integer from 1 to 10000"
+		} else {
+			window = n
+		}
+	}
+	if len(d) > 0 {
+		return "", 0, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: d}
+	}
+	return name, window, nil
+}
+
+// cursorConn is one connection's hold on a named cursor.
+type cursorConn struct {
+	name   string
+	window int
+
+	mu        sync.Mutex
+	position  storage.ID   // last acknowledged id
+	scanned   storage.ID   // every id up to here was read (sent or filtered out)
+	delivered storage.ID   // highest id sent, saved as the redelivery mark
+	unacked   []storage.ID // ids sent, ascending; those from head on are not acknowledged
+	head      int          // unacked[head:] is the window in use (at most window ids)
+	dirty     bool         // position changed since the last save
+	// redeliverTo is the delivered mark the cursor had when this
+	// connection opened: events up to it were sent before, to an earlier
+	// connection, and carry "redelivered":true.
+	redeliverTo storage.ID
+
+	wake chan struct{} // a commit or an ack: look again (capacity 1)
+	sub  *subscriber
+}
+
+// CursorState implements engine.CursorConn.
+func (c *cursorConn) CursorState() (position, delivered storage.ID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.position, c.delivered
+}
+
+// CloseCursor implements engine.CursorConn.
+func (c *cursorConn) CloseCursor(code int, reason string) {
+	c.sub.end(closeFrame{code: code, reason: reason})
+}
+
+// poke wakes the writer without blocking.
+func (c *cursorConn) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// ack applies a cumulative acknowledgement of id; it returns an error
+// message for the client when the ack is refused.
+func (c *cursorConn) ack(idText string) []byte {
+	raw, err := ids.ParseEvent(idText)
+	if err != nil {
+		return ackError("id must be an event id (evt_...)", idText)
+	}
+	id := storage.ID(raw)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if bytes.Compare(id[:], c.scanned[:]) > 0 {
+		// Acknowledging what was never sent would skip it.
+		return ackError("id is after the last event sent on this connection", idText)
+	}
+	if bytes.Compare(id[:], c.position[:]) <= 0 {
+		return nil // an old or repeated ack: nothing to do
+	}
+	full := len(c.unacked)-c.head >= c.window
+	i := c.head
+	for i < len(c.unacked) && bytes.Compare(c.unacked[i][:], id[:]) <= 0 {
+		i++
+	}
+	// Advance a head index rather than shift the slice on every ack (one
+	// ack per event would otherwise cost the window's length each); compact
+	// once half of it is dead, so memory stays at about twice the window.
+	c.head = i
+	if c.head == len(c.unacked) {
+		c.unacked, c.head = c.unacked[:0], 0
+	} else if c.head*2 > len(c.unacked) {
+		c.unacked, c.head = c.unacked[:copy(c.unacked, c.unacked[c.head:])], 0
+	}
+	c.position, c.dirty = id, true
+	if full {
+		c.poke() // the window has room again
+	}
+	return nil
+}
+
+func ackError(msg, id string) []byte {
+	b := []byte(`{"type":"error","error":"bad_request","message":`)
+	b = strconv.AppendQuote(b, msg)
+	b = append(b, `,"details":{"id":`...)
+	b = strconv.AppendQuote(b, id)
+	return append(b, "}}"...)
+}
+
+// room is how many more events the window lets the writer send.
+func (c *cursorConn) room() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.window - (len(c.unacked) - c.head)
+}
+
+// save writes the position if it changed (sync at the end).
+func (s *Server) saveCursor(p *engine.Principal, c *cursorConn) {
+	c.mu.Lock()
+	if !c.dirty {
+		c.mu.Unlock()
+		return
+	}
+	pos, del := c.position, c.delivered
+	c.dirty = false
+	c.mu.Unlock()
+	if err := s.eng.SaveCursor(p, c.name, c, pos, del, false); err != nil {
+		s.log.Warn("saving a cursor", "cursor", c.name, "err", err)
+	}
+}
+
+// runCursor serves one upgraded connection on a named cursor until it closes.
+func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subscriber) {
+	st := s.streams
+	c := sub.cur
+	fw := newFrameWriter(conn.NetConn())
+	closeWith := func(code int, reason string) {
+		fw.frame(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason))
+		_ = fw.flush()
+	}
+	cur, err := s.eng.OpenCursor(p, c.name, c)
+	switch {
+	case errors.Is(err, engine.ErrCursorExpired):
+		st.cursorExpired.Inc()
+		closeWith(engine.CloseCursorExpired, engine.ReasonCursorExpired)
+		return
+	case errors.Is(err, engine.ErrTooManyCursors):
+		closeWith(websocket.ClosePolicyViolation, "too many cursors")
+		return
+	case err != nil:
+		s.log.Error("opening a cursor", "cursor", c.name, "err", err)
+		closeWith(websocket.CloseInternalServerErr, "internal error")
+		return
+	}
+	c.position, c.scanned, c.delivered, c.redeliverTo = cur.Position, cur.Position, cur.Position, cur.Delivered
+	defer func() {
+		pos, del := c.CursorState()
+		if err := s.eng.CloseCursor(p, c.name, c, pos, del); err != nil {
+			s.log.Warn("saving a cursor", "cursor", c.name, "err", err)
+		}
+	}()
+
+	st.mu.Lock()
+	st.subs[sub] = struct{}{}
+	st.mu.Unlock()
+	st.subscribers.Add(1)
+	if reason := p.Revoked(); reason != "" {
+		sub.end(closeFrame{code: closeRevoked, reason: reason})
+	}
+	defer func() {
+		s.eng.Unsubscribe(p, sub)
+		st.mu.Lock()
+		delete(st.subs, sub)
+		st.mu.Unlock()
+		st.subscribers.Add(-1)
+		_ = conn.Close()
+	}()
+	// Subscribed before the first read: a commit after it wakes the writer.
+	s.eng.Subscribe(p, sub)
+
+	rd := &streamReader{conn: conn, done: make(chan struct{})}
+	readerDone := rd.done
+	go s.readStream(rd, sub)
+	defer rd.stop() // see runStream: the reader must be gone before the handler returns
+
+	ping := time.NewTicker(s.streamPing)
+	defer ping.Stop()
+	saveTick := time.NewTicker(cursorSaveEvery)
+	defer saveTick.Stop()
+	held := time.NewTimer(time.Hour)
+	held.Stop()
+	defer held.Stop()
+	buf := make([]byte, 0, 512)
+	wasFull := false
+
+	// pump sends what storage holds after the scan position, up to the
+	// settled horizon and the window's room; it reports whether it
+	// stopped at the horizon with committed events above it.
+	pump := func() (atHorizon bool, err error) {
+		settled := s.eng.Settled()
+		for frames := 0; frames < maxFramesPerWrite && !sub.ended(); {
+			room := c.room()
+			if room <= 0 {
+				if !wasFull {
+					wasFull = true
+					st.cursor.windowFull.Inc()
+				}
+				return false, nil
+			}
+			wasFull = false
+			c.mu.Lock()
+			after := c.scanned
+			c.mu.Unlock()
+			f := sub.filter.Load()
+			n, stop := 0, false
+			err := s.eng.EventsAfter(p, after, replayChunk, func(e *storage.Event) bool {
+				if bytes.Compare(e.ID[:], settled[:]) > 0 {
+					atHorizon, stop = true, true
+					return false
+				}
+				n++
+				c.mu.Lock()
+				c.scanned = e.ID
+				if !f.match(e) {
+					c.mu.Unlock()
+					return true
+				}
+				c.unacked = append(c.unacked, e.ID)
+				if bytes.Compare(e.ID[:], c.delivered[:]) > 0 {
+					c.delivered = e.ID
+				}
+				redelivered := bytes.Compare(e.ID[:], c.redeliverTo[:]) <= 0
+				c.mu.Unlock()
+				buf = appendStreamPayload(buf[:0], e)
+				if redelivered {
+					buf = append(buf[:len(buf)-1], `,"redelivered":true}`...)
+					st.cursor.redelivered.Inc()
+				}
+				fw.frame(websocket.TextMessage, buf)
+				st.sent.Inc()
+				frames++
+				room--
+				return room > 0 && frames < maxFramesPerWrite
+			})
+			if err != nil {
+				return false, err
+			}
+			if stop || n == 0 {
+				return atHorizon, nil
+			}
+		}
+		return false, nil
+	}
+
+	for {
+		atHorizon, err := pump()
+		if err != nil {
+			s.log.Error("cursor read", "cursor", c.name, "err", err)
+			closeWith(websocket.CloseInternalServerErr, "internal error")
+			return
+		}
+		if fw.flush() != nil {
+			return
+		}
+		if atHorizon {
+			held.Reset(cursorHeldRetry)
+		}
+		select {
+		case <-c.wake:
+			if s.streamLinger > 0 {
+				time.Sleep(s.streamLinger) // let more commits land: one read and one write for several
+			}
+		case <-held.C:
+		case f := <-sub.control:
+			fw.frame(f.op, f.payload)
+		case <-ping.C:
+			fw.frame(websocket.PingMessage, nil)
+		case <-saveTick.C:
+			s.saveCursor(p, c)
+		case <-sub.shutdown:
+			cl := sub.closing
+			if cl.drain {
+				// A server stop: everything committed is in storage; send
+				// what the window allows, then say goodbye.
+				if _, err := pump(); err != nil {
+					return
+				}
+			}
+			if cl.code == closeRevoked {
+				st.revokes.Inc()
+			}
+			closeWith(cl.code, cl.reason)
+			return
+		case <-readerDone:
+			return
+		}
+	}
+}
+
+// cursorAckMessage is {"type":"ack","id":"evt_..."}.
+type cursorAckMessage struct {
+	Type string          `json:"type"`
+	ID   json.RawMessage `json:"id"`
+}
+
+// handleCursorMessage answers an ack on a cursor connection; ok is false
+// when msg is not an ack (the caller handles it as before).
+func handleCursorMessage(sub *subscriber, msg []byte) (reply []byte, ok bool) {
+	var m cursorAckMessage
+	if json.Unmarshal(msg, &m) != nil || m.Type != "ack" {
+		return nil, false
+	}
+	var id string
+	if json.Unmarshal(m.ID, &id) != nil {
+		sub.st.cursor.badAcks.Inc()
+		return ackError("id must be an event id (evt_...)", string(m.ID)), true
+	}
+	reply = sub.cur.ack(id)
+	if reply != nil {
+		sub.st.cursor.badAcks.Inc()
+	} else {
+		sub.st.cursor.acks.Inc()
+	}
+	return reply, true
+}
