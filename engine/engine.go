@@ -137,6 +137,8 @@ func Open(cfg Config) (*Engine, error) {
 		hooks:      newHookState(),
 		stop:       make(chan struct{}),
 	}
+	e.horizon = ids.NewHorizon(e.ids)
+	e.cfg.Metrics.MustRegister(&cursorCollector{e: e})
 	e.requests.New = func() any { return &actors.Request{Reply: make(chan *actors.Reply, 1)} }
 	e.timers.New = func() any {
 		t := time.NewTimer(time.Hour)
@@ -160,7 +162,6 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.shards = actors.NewShards(e.system, db, e.ids, cfg.Shards, e.bcast, e.metrics, cfg.Logger)
-	e.horizon = ids.NewHorizon(e.ids)
 	e.shards.UseHorizon(e.horizon)
 	e.shards.SetWebhooks(e.hooks.wh)
 	e.keys = actors.NewKeys(e.system, db, e.shards, cfg.Logger, cfg.KeyIdle)

@@ -242,6 +242,17 @@ func TestCursorAckWindow(t *testing.T) {
 	if c := listCursors(t, s, p)["win"]; !c.Connected || c.LagEvents != 5000 {
 		t.Fatalf("stalled cursor: %+v", c)
 	}
+	// The same lag on /metrics, and the pause counted; never a 4008.
+	m := metricsText(t, s)
+	want := `eventd_cursor_lag_events{cursor="win",environment="live",project="` + p + `"} 5000`
+	for _, line := range []string{want, "eventd_cursors_connected 1", "eventd_stream_slow_consumer_closes_total 0"} {
+		if !strings.Contains(m, line+"\n") {
+			t.Fatalf("metrics lack %q", line)
+		}
+	}
+	if strings.Contains(m, "eventd_cursor_window_full_total 0\n") {
+		t.Fatal("eventd_cursor_window_full_total did not count the pauses")
+	}
 }
 
 // Admin listing with lag, reset to head / an id / a time, and delete.
