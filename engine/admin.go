@@ -293,6 +293,9 @@ func (e *Engine) DeleteProject(id string) error {
 		}
 	}
 	rec := ps.rec.Load()
+	// The streams closing with 4001 must not write their cursors back
+	// into the datasets deleted below.
+	e.forgetCursors(rec.Datasets[0], rec.Datasets[1])
 	if err := e.db.DeleteDatasets(rec.Datasets[0], rec.Datasets[1]); err != nil {
 		return err
 	}

@@ -329,6 +329,21 @@ func idBefore(ms int64) storage.ID {
 	return id
 }
 
+// forgetCursors unregisters the connected cursors of datasets about to be
+// deleted, so their connections' last saves are ignored.
+func (e *Engine) forgetCursors(dss ...uint32) {
+	r := &e.cursors
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.conns {
+		for _, ds := range dss {
+			if k.ds == ds {
+				delete(r.conns, k)
+			}
+		}
+	}
+}
+
 // expireCursors runs before a retention sweep of ds at cutoff deletes
 // events: every cursor whose position is before the last id to go is
 // marked expired (durably, first: a crash in the sweep must not leave a

@@ -262,18 +262,25 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 	wasFull := false
 
 	// pump sends what storage holds after the scan position, up to the
-	// settled horizon and the window's room; it reports whether it
-	// stopped at the horizon with committed events above it.
-	pump := func() (atHorizon bool, err error) {
+	// settled horizon and the window's room, and at most about
+	// maxFramesPerWrite frames (one write); it reports whether it stopped
+	// at the horizon with committed events above it, or with more to send
+	// at once (a full write).
+	// A connection told to end stops between reads (a revocation must not
+	// wait for a long catch-up) unless draining for a server stop.
+	pump := func(draining bool) (atHorizon, more bool, err error) {
 		settled := s.eng.Settled()
-		for frames := 0; frames < maxFramesPerWrite && !sub.ended(); {
+		for frames := 0; draining || !sub.ended(); {
+			if frames >= maxFramesPerWrite {
+				return false, true, nil
+			}
 			room := c.room()
 			if room <= 0 {
 				if !wasFull {
 					wasFull = true
 					st.cursor.windowFull.Inc()
 				}
-				return false, nil
+				return false, false, nil
 			}
 			wasFull = false
 			c.mu.Lock()
@@ -311,17 +318,17 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 				return room > 0 && frames < maxFramesPerWrite
 			})
 			if err != nil {
-				return false, err
+				return false, false, err
 			}
 			if stop || n == 0 {
-				return atHorizon, nil
+				return atHorizon, false, nil
 			}
 		}
-		return false, nil
+		return false, false, nil
 	}
 
 	for {
-		atHorizon, err := pump()
+		atHorizon, more, err := pump(false)
 		if err != nil {
 			s.log.Error("cursor read", "cursor", c.name, "err", err)
 			closeWith(websocket.CloseInternalServerErr, "internal error")
@@ -332,6 +339,24 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		}
 		if atHorizon {
 			held.Reset(cursorHeldRetry)
+		}
+		if more {
+			// Catching up: write on at once, but let pings, replies and a
+			// close through between writes.
+			select {
+			case f := <-sub.control:
+				fw.frame(f.op, f.payload)
+			case <-ping.C:
+				fw.frame(websocket.PingMessage, nil)
+			case <-saveTick.C:
+				s.saveCursor(p, c)
+			case <-readerDone:
+				return
+			default:
+			}
+			if !sub.ended() {
+				continue
+			}
 		}
 		select {
 		case <-c.wake:
@@ -350,8 +375,14 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 			if cl.drain {
 				// A server stop: everything committed is in storage; send
 				// what the window allows, then say goodbye.
-				if _, err := pump(); err != nil {
-					return
+				for {
+					_, more, err := pump(true)
+					if err != nil || fw.flush() != nil {
+						return
+					}
+					if !more {
+						break
+					}
 				}
 			}
 			if cl.code == closeRevoked {

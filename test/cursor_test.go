@@ -1,11 +1,15 @@
 package test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand"
+	"net/http"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -183,6 +187,8 @@ func TestCursorTakeover(t *testing.T) {
 	first := post(t, s, key, "tick", "v_1")
 	wantEvents(t, old, []string{first}, false)
 	sendAck(t, old, first)
+	// The ack travels on the old connection: wait until it is applied.
+	waitCursor(t, s, p, "one", func(c cursorInfo) bool { return c.Position == first })
 
 	newer := dial(t, cursorURL(s, "one", ""), bearer(key))
 	wantClose(t, old, 4009, "cursor taken over")
@@ -494,4 +500,86 @@ func TestCursorKill9AtLeastOnce(t *testing.T) {
 	}
 	t.Logf("%d events answered 201, %d deliveries (%.2f per event) over %d connections",
 		len(want), len(c.got), float64(len(c.got))/float64(len(want)), len(c.runs))
+}
+
+// TestCursorCatchUpRate measures how fast a cursor that fell behind
+// catches up from storage (informal; the make bench scenario is to come).
+// It runs only with EVENTD_CATCHUP_EVENTS set, e.g. 200000.
+func TestCursorCatchUpRate(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("EVENTD_CATCHUP_EVENTS"))
+	if n <= 0 {
+		t.Skip("set EVENTD_CATCHUP_EVENTS to measure")
+	}
+	s := Start(t)
+	p := s.Project(t, "catchup", "", highLimits)
+	key := s.Key(t, p, "secret", "live")
+	wantStatus(t, s.AdminDo(t, "POST", "/admin/v1/projects/"+p+"/cursors/behind/reset", map[string]any{"to": "head"}), 200)
+	body, _ := json.Marshal(map[string]any{"events": func() []map[string]any {
+		var b []map[string]any
+		for i := 0; i < 100; i++ {
+			b = append(b, map[string]any{"event": "page_view", "visitor_id": fmt.Sprint("v_", i), "properties": map[string]any{"path": "/pricing", "i": i}})
+		}
+		return b
+	}()})
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Timeout: 30 * time.Second}
+			for i := w; i < n/100; i += 8 {
+				req, _ := http.NewRequest("POST", s.Public+"/events/batch", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Content-Type", "application/json")
+				if status, b, err := sendAndRead(c, req); err != nil || status != 201 {
+					t.Errorf("batch: %d %s %v", status, b, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	conn, _, err := websocket.DefaultDialer.Dial(cursorURL(s, "behind", "&ack_window=10000"), bearer(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	for got := 0; got < n/100*100; {
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, b, err := conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("after %d events: %v", got, err)
+		}
+		if got++; got%1000 == 0 {
+			var m struct{ Data streamEvent }
+			_ = json.Unmarshal(b, &m)
+			_ = conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"ack","id":"`+m.Data.ID+`"}`))
+		}
+	}
+	d := time.Since(start)
+	t.Logf("caught up %d events in %v: %.0f events/s", n/100*100, d, float64(n/100*100)/d.Seconds())
+}
+
+// On SIGTERM a cursor connection sends what is committed and closes with
+// 1001; its position and what it sent are saved, so the restart redelivers
+// exactly the unacknowledged event.
+func TestCursorShutdown(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "a", "", streamLimits)
+	key := s.Key(t, p, "secret", "live")
+	w := dial(t, cursorURL(s, "stop", ""), bearer(key))
+	first := post(t, s, key, "tick", "v_1")
+	wantEvents(t, w, []string{first}, false)
+	sendAck(t, w, first)
+	waitCursor(t, s, p, "stop", func(c cursorInfo) bool { return c.Position == first })
+	last := post(t, s, key, "last_words", "v_1")
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	wantEvents(t, w, []string{last}, false)
+	wantClose(t, w, websocket.CloseGoingAway, "server shutting down")
+	s.Restart()
+	w = dial(t, cursorURL(s, "stop", ""), bearer(key))
+	wantEvents(t, w, []string{last}, true)
 }
