@@ -42,6 +42,10 @@ var (
 
 // CursorConn is a connection consuming a named cursor (the HTTP layer's).
 type CursorConn interface {
+	// Start gives the connection the cursor's stored state; OpenCursor
+	// calls it before registering the connection, so CursorState never
+	// reports a position the connection has not loaded.
+	Start(cur storage.Cursor)
 	// CursorState returns the position acknowledged and the highest id
 	// sent so far; called under the registry's lock, it must not block.
 	CursorState() (position, delivered storage.ID)
@@ -131,6 +135,7 @@ func (e *Engine) OpenCursor(p *Principal, name string, c CursorConn) (storage.Cu
 	if cur.Expired {
 		return cur, ErrCursorExpired
 	}
+	c.Start(cur)
 	r.conns[k] = &cursorEntry{conn: c, projectID: p.rec.ProjectID, env: p.rec.Environment}
 	return cur, nil
 }

@@ -109,6 +109,20 @@ type cursorConn struct {
 	sub  *subscriber
 }
 
+// Start implements engine.CursorConn: the connection begins at the
+// cursor's position, and what earlier connections were sent up to its
+// delivered mark is flagged as redelivered.
+func (c *cursorConn) Start(cur storage.Cursor) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.position, c.scanned, c.delivered, c.redeliverTo = cur.Position, cur.Position, cur.Position, cur.Delivered
+	if bytes.Compare(cur.Delivered[:], cur.Position[:]) > 0 {
+		// Keep the mark even if this connection ends before resending:
+		// the next one must still flag those events.
+		c.delivered = cur.Delivered
+	}
+}
+
 // CursorState implements engine.CursorConn.
 func (c *cursorConn) CursorState() (position, delivered storage.ID) {
 	c.mu.Lock()
@@ -206,7 +220,7 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		fw.frame(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason))
 		_ = fw.flush()
 	}
-	cur, err := s.eng.OpenCursor(p, c.name, c)
+	_, err := s.eng.OpenCursor(p, c.name, c)
 	switch {
 	case errors.Is(err, engine.ErrCursorExpired):
 		st.cursorExpired.Inc()
@@ -220,7 +234,6 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		closeWith(websocket.CloseInternalServerErr, "internal error")
 		return
 	}
-	c.position, c.scanned, c.delivered, c.redeliverTo = cur.Position, cur.Position, cur.Position, cur.Delivered
 	defer func() {
 		pos, del := c.CursorState()
 		if err := s.eng.CloseCursor(p, c.name, c, pos, del); err != nil {

@@ -111,3 +111,22 @@ func TestCursorAckCompacts(t *testing.T) {
 		}
 	}
 }
+
+// TestCursorStart: a connection that ends before resending anything keeps
+// the redelivery mark of earlier connections.
+func TestCursorStart(t *testing.T) {
+	for _, tc := range []struct {
+		pos, del, wantDel byte
+	}{
+		{3, 7, 7},
+		{5, 5, 5},
+		{5, 2, 5}, // a mark behind the position counts for nothing
+	} {
+		c := &cursorConn{}
+		c.Start(storage.Cursor{Position: evtID(tc.pos), Delivered: evtID(tc.del)})
+		pos, del := c.CursorState()
+		if pos != evtID(tc.pos) || del != evtID(tc.wantDel) || c.scanned != evtID(tc.pos) || c.redeliverTo != evtID(tc.del) {
+			t.Fatalf("%+v: position %x delivered %x scanned %x", tc, pos, del, c.scanned)
+		}
+	}
+}

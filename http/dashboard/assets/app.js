@@ -8,6 +8,7 @@ const PAGES = [
   { slug: 'analytics', title: 'Analytics', group: 'Data', load: () => import('./pages/analytics.js') },
   { slug: 'live', title: 'Live events', group: 'Data', load: () => import('./pages/live.js') },
   { slug: 'profiles', title: 'Profiles', group: 'Data', load: () => import('./pages/profiles.js') },
+  { slug: 'cursors', title: 'Stream cursors', group: 'Data', load: () => import('./pages/cursors.js') },
   { slug: 'events', title: 'Event definitions', group: 'Configure', load: () => import('./pages/events.js') },
   { slug: 'goals', title: 'Goals and funnels', group: 'Configure', load: () => import('./pages/goals.js') },
   { slug: 'webhooks', title: 'Webhooks and alerts', group: 'Configure', load: () => import('./pages/webhooks.js') },
