@@ -835,6 +835,26 @@ func TestDashboardBrowser(t *testing.T) {
 		u.shot("usage")
 	})
 
+	run("stream cursors", func(t *testing.T) {
+		base := "/admin/v1/projects/" + projectID + "/cursors/etl"
+		wantStatus(t, s.AdminDo(t, "POST", base+"/reset?environment=test", map[string]any{"to": "1970-01-01T00:00:00Z"}), 200)
+		u.nav("Stream cursors", "Stream cursors")
+		u.waitText("etl", "table")
+		u.waitText("not connected", "table")
+		u.labelled(t, "cursors")
+		u.shot("cursors")
+		u.click("button", "Reset cursor etl to the head")
+		u.waitText("skips the", "dialog")
+		u.click("button", "Reset to head", "dialog")
+		u.waitFor(`[...document.querySelectorAll('main table td')].some((td) => td.textContent === '0')`)
+		u.click("button", "Delete cursor etl")
+		u.click("button", "Delete cursor", "dialog")
+		u.waitText("No cursors in the test environment yet")
+		if r := s.AdminDo(t, "GET", "/admin/v1/projects/"+projectID+"/cursors?environment=test", nil); !strings.Contains(string(r.Body), `"data":[]`) {
+			t.Fatalf("after delete: %s", r.Body)
+		}
+	})
+
 	run("switch to live", func(t *testing.T) {
 		u.nav("API keys", "API keys")
 		d.call(nil, "check", "page", "d", "label", "Live")
