@@ -2,6 +2,7 @@ package http
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -32,14 +33,20 @@ func (s *Server) handleAnalytics(ctx *fasthttp.RequestCtx) {
 	s.answerAnalytics(ctx, p, q)
 }
 
-// parseAnalytics reads the query parameters; every bad one is named in details.
-func parseAnalytics(ctx *fasthttp.RequestCtx) (analytics.Query, *apiError) {
+// parseAnalytics reads the query parameters; every bad one is named in
+// details. extra are further parameters the caller reads (the dashboard's
+// environment).
+func parseAnalytics(ctx *fasthttp.RequestCtx, extra ...string) (analytics.Query, *apiError) {
 	args := ctx.QueryArgs()
 	q, details := analytics.Parse(func(name string) (string, bool) {
 		v := args.Peek(name)
 		return string(v), v != nil
 	}, time.Now().UnixMilli())
-	if details != nil {
+	if details == nil {
+		details = map[string]string{}
+	}
+	addUnknownParams(details, args, func(name string) bool { return analytics.IsParam(name) || slices.Contains(extra, name) })
+	if len(details) > 0 {
 		return q, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: details}
 	}
 	return q, nil

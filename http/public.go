@@ -147,6 +147,9 @@ func (s *Server) startWrite(ctx *fasthttp.RequestCtx, kind ratelimit.Kind, limit
 	now := time.Now()
 	w.receivedAt = now.UnixMilli()
 	w.fail = checkOrigin(ctx, w.p)
+	if w.fail == nil {
+		w.fail = noParams(ctx.QueryArgs())
+	}
 	var ok bool
 	if w.admitted, ok = s.admitEarly(ctx, w.p, kind, now, w.fail); !ok {
 		return false
@@ -420,6 +423,9 @@ func appendRejected(dst []byte, e *apiError) []byte {
 // 429, then a refused origin's or a public key's 403).
 func (s *Server) startRead(ctx *fasthttp.RequestCtx) *engine.Principal {
 	p, fail := s.authenticateRead(ctx)
+	if p != nil && fail == nil {
+		fail = noParams(ctx.QueryArgs())
+	}
 	if p == nil || !s.admit(ctx, p, ratelimit.Standard) {
 		return nil
 	}
@@ -525,6 +531,9 @@ func (s *Server) handleVerify(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	fail := checkOrigin(ctx, p)
+	if fail == nil {
+		fail = noParams(ctx.QueryArgs())
+	}
 	if !s.admit(ctx, p, ratelimit.Standard) {
 		return
 	}
@@ -545,6 +554,9 @@ func (s *Server) handleRateLimit(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	fail := checkOrigin(ctx, p)
+	if fail == nil {
+		fail = noParams(ctx.QueryArgs())
+	}
 	rep, ok := s.admitReply(ctx, p, ratelimit.None, true)
 	if !ok {
 		return

@@ -78,12 +78,15 @@ var accepted = map[Type][]string{
 	Goals:      {"from", "to"},
 }
 
+// IsParam reports whether name is a parameter of GET /analytics (for some type).
+func IsParam(name string) bool { return name == "type" || contains(known, name) }
+
 var known = []string{"metric", "property", "event", "visitor_id", "from", "to", "interval", "group_by", "limit", "steps", "funnel_id", "window"}
 
 // Parse reads the parameters of GET /analytics. arg returns a query
 // parameter and whether it is present; now is the current Unix ms. Every
-// problem is reported in details under the parameter's name; unknown
-// parameters (api_key among them) are ignored.
+// problem is reported in details under the parameter's name; parameters it
+// does not know are the caller's to refuse (IsParam).
 func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]string) {
 	q := Query{Limit: DefaultLimit, Interval: Day, Window: DefaultWindow}
 	d := map[string]string{}

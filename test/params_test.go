@@ -1,0 +1,51 @@
+package test
+
+import (
+	"testing"
+)
+
+// TestUnknownQueryParameters: every data route refuses a query parameter
+// it does not take with a 400 naming it (contract section 13), so a
+// misspelt filter never silently returns unfiltered data; api_key is
+// known everywhere. /t.js and /healthz take cache busters and probes'
+// parameters and are exempt.
+func TestUnknownQueryParameters(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "params", "", nil)
+	key := s.Key(t, p, "secret", "live")
+	created := Do(t, "POST", s.Public+"/events", key, map[string]any{"event": "signup", "visitor_id": "v1"})
+	wantStatus(t, created, 201)
+	id := created.JSON(t)["id"].(string)
+	tests := []struct {
+		method, path string
+		body         any
+		bad          string // the parameter the answer must name
+	}{
+		{"GET", "/events?event=signup&evnt=signup", nil, "evnt"},
+		{"GET", "/events?plan=pro", nil, "plan"},
+		{"GET", "/analytics?event=signup&plan=pro", nil, "plan"},
+		{"GET", "/analytics?type=breakdown&group_by=event&grup=x", nil, "grup"},
+		{"GET", "/events/" + id + "?fields=all", nil, "fields"},
+		{"GET", "/profiles/v1?x=1", nil, "x"},
+		{"GET", "/verify?verbose=1", nil, "verbose"},
+		{"GET", "/rate-limit?bucket=batch", nil, "bucket"},
+		{"POST", "/events?async=true", map[string]any{"event": "signup"}, "async"},
+		{"POST", "/events/batch?async=true", map[string]any{"events": []any{map[string]any{"event": "signup"}}}, "async"},
+		{"POST", "/v1/track?async=true", map[string]any{"event": "signup", "userId": "u"}, "async"},
+	}
+	for _, tc := range tests {
+		r := Do(t, tc.method, s.Public+tc.path, key, tc.body)
+		e := wantError(t, r, 400, "bad_request", "")
+		if d, _ := e["details"].(map[string]any); d[tc.bad] != "is not a parameter of this route" {
+			t.Errorf("%s %s: details %v", tc.method, tc.path, e["details"])
+		}
+	}
+	// Nothing was stored by the refused writes, and known parameters still work.
+	r := Do(t, "GET", s.Public+"/events?event=signup&limit=5&api_key="+key, "", nil)
+	wantStatus(t, r, 200)
+	if total := r.JSON(t)["pagination"].(map[string]any)["total"]; total != 1.0 {
+		t.Errorf("signup events: %v, want 1", total)
+	}
+	wantStatus(t, Do(t, "GET", s.Public+"/t.js?v=3", "", nil), 200)
+	wantStatus(t, Do(t, "GET", s.Public+"/healthz?probe=k8s", "", nil), 200)
+}
