@@ -60,6 +60,12 @@ func TopLevel(props []byte) (map[string][]byte, error) {
 	return m, nil
 }
 
+// Lookup finds the raw JSON text of a top-level member of the object props
+// (compact, as stored) without allocating unless the object's keys are
+// escaped; found is false when there is no such member or props is not an
+// object.
+func Lookup(props []byte, name string) (val []byte, found bool) { return lookup(props, name) }
+
 // lookup finds the raw value of a top-level member without allocating
 // (unless the object's keys are escaped).
 func lookup(props []byte, name string) (val []byte, found bool) {
