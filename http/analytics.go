@@ -55,6 +55,17 @@ func parseAnalytics(ctx *fasthttp.RequestCtx, extra ...string) (analytics.Query,
 // answerAnalytics runs a parsed query over p's dataset and writes the answer or its error.
 func (s *Server) answerAnalytics(ctx *fasthttp.RequestCtx, p *engine.Principal, q analytics.Query) {
 	res, err := s.eng.Analytics(p, q)
+	if err != nil {
+		s.writeQueryError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, res)
+}
+
+// writeQueryError answers a read's failure: 400 for a parameter that
+// refers to nothing, 422 for a query past its scan bound, else as
+// writeEngineError.
+func (s *Server) writeQueryError(ctx *fasthttp.RequestCtx, err error) {
 	var pe *engine.ParamError
 	var se *engine.ScanLimitError
 	switch {
@@ -63,9 +74,7 @@ func (s *Server) answerAnalytics(ctx *fasthttp.RequestCtx, p *engine.Principal, 
 	case errors.As(err, &se):
 		writeError(ctx, &apiError{status: fasthttp.StatusUnprocessableEntity, code: codeValidation, message: se.Message,
 			details: map[string]string{se.Param: "too many raw events to scan"}})
-	case err != nil:
-		s.writeEngineError(ctx, err)
 	default:
-		writeJSON(ctx, fasthttp.StatusOK, res)
+		s.writeEngineError(ctx, err)
 	}
 }

@@ -491,7 +491,7 @@ func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
 	}
 	var q storage.ListQuery
 	if fail == nil {
-		q, fail = parseListQuery(ctx.QueryArgs())
+		q, fail = parseListQuery(ctx.QueryArgs(), "where")
 	}
 	if !s.admit(ctx, p, ratelimit.Standard) {
 		return
@@ -502,7 +502,7 @@ func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
 	}
 	events, total, err := s.eng.List(p, q)
 	if err != nil {
-		s.writeEngineError(ctx, err)
+		s.writeQueryError(ctx, err)
 		return
 	}
 	buf := make([]byte, 0, 128+len(events)*128)

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/filter"
 	"github.com/eventd/eventd/storage"
 )
 
@@ -47,8 +48,9 @@ func noParams(args *fasthttp.Args) *apiError {
 }
 
 // parseListQuery reads GET /events parameters: every bad one is named in
-// details. extra are further parameters the caller reads (the admin
-// export's environment).
+// details. extra are further parameters the caller takes: "where" (the
+// property filters, which only GET /events applies) or the admin export's
+// environment.
 func parseListQuery(args *fasthttp.Args, extra ...string) (storage.ListQuery, *apiError) {
 	q := storage.ListQuery{Limit: 20, To: math.MaxInt64}
 	d := map[string]string{}
@@ -96,6 +98,11 @@ func parseListQuery(args *fasthttp.Args, extra ...string) (storage.ListQuery, *a
 		}
 		q.To = ms
 	}
+	if slices.Contains(extra, "where") {
+		if f := parseWhere(args, d); len(f) > 0 {
+			q.Match = f.Match
+		}
+	}
 	if fromSet && d["from"] == "" && d["to"] == "" && q.From > q.To {
 		d["from"] = "must not be after to"
 	}
@@ -138,4 +145,24 @@ func gunzipLimited(body []byte, limit int) ([]byte, error) {
 		return nil, errTooLarge
 	}
 	return out, nil
+}
+
+// parseWhere reads the where= conditions (repeatable, ANDed); a bad one is
+// named in d under "where".
+func parseWhere(args *fasthttp.Args, d map[string]string) filter.Filter {
+	vals := args.PeekMulti("where")
+	if len(vals) > filter.MaxConditions {
+		d["where"] = "at most 10 conditions"
+		return nil
+	}
+	var f filter.Filter
+	for _, v := range vals {
+		c, err := filter.Parse(string(v))
+		if err != nil {
+			d["where"] = err.Error()
+			return nil
+		}
+		f = append(f, c)
+	}
+	return f
 }

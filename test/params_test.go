@@ -49,3 +49,51 @@ func TestUnknownQueryParameters(t *testing.T) {
 	wantStatus(t, Do(t, "GET", s.Public+"/t.js?v=3", "", nil), 200)
 	wantStatus(t, Do(t, "GET", s.Public+"/healthz?probe=k8s", "", nil), 200)
 }
+
+// TestListWhere: GET /events?where= pages and totals the matching events
+// only, ANDed with each other and with event=; a bad condition is a 400.
+func TestListWhere(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "where", "", nil)
+	key := s.Key(t, p, "secret", "live")
+	var batch []any
+	for i := range 30 {
+		plan := "free"
+		if i%3 == 0 {
+			plan = "pro"
+		}
+		name := "signup"
+		if i%2 == 0 {
+			name = "login"
+		}
+		batch = append(batch, map[string]any{"event": name, "visitor_id": "v", "properties": map[string]any{
+			"plan": plan, "seats": i, "context": map[string]any{"page": map[string]any{"path": "/p" + string(rune('a'+i%5))}}}})
+	}
+	wantStatus(t, Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": batch}), 201)
+	tests := []struct {
+		query string
+		total float64
+	}{
+		{"where=plan:eq:pro", 10},
+		{"where=plan:eq:pro&event=login", 5},
+		{"where=plan:eq:pro&where=seats:gte:15", 5},
+		{"where=seats:in:1|2|3", 3},
+		{"where=context.page.path:eq:/pa", 6},
+		{"where=plan:neq:pro&limit=5", 20},
+		{"where=missing:exists", 0},
+	}
+	for _, tc := range tests {
+		r := Do(t, "GET", s.Public+"/events?"+tc.query, key, nil)
+		wantStatus(t, r, 200)
+		m := r.JSON(t)
+		if got := m["pagination"].(map[string]any)["total"]; got != tc.total {
+			t.Errorf("%s: total %v, want %v", tc.query, got, tc.total)
+		}
+	}
+	for _, bad := range []string{"where=plan", "where=plan:like:x", "where=plan:exists:x"} {
+		e := wantError(t, Do(t, "GET", s.Public+"/events?"+bad, key, nil), 400, "bad_request", "")
+		if e["details"].(map[string]any)["where"] == nil {
+			t.Errorf("%s: details %v", bad, e["details"])
+		}
+	}
+}

@@ -38,7 +38,7 @@ func TestMatch(t *testing.T) {
 		{"context.page.title:eq:Plans: all", true}, // the value may hold ':'
 		{"context.page:exists", true},
 		{"context.page.missing:exists", false},
-		{"plan.sub:exists", false}, // a path through a non-object
+		{"plan.sub:exists", false},   // a path through a non-object
 		{"dotted.key:exists", false}, // dots always separate segments
 	}
 	for _, tc := range tests {
