@@ -124,7 +124,19 @@ func value(m analytics.Metric, a *storage.Agg) float64 {
 func (e *Engine) aggQuery(p *Principal, q *analytics.Query, name string, bounds []int64) storage.AggQuery {
 	return storage.AggQuery{Dataset: p.dataset, Name: name, Property: q.Property,
 		Unique: q.Metric == analytics.UniqueVisitors, Bounds: bounds,
-		VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, MaxScan: MaxScanEvents}
+		VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, MaxScan: MaxScanEvents, Match: q.Match}
+}
+
+// scanLimit is the 422 of a query past MaxScanEvents, naming the parameter
+// that made it read raw events.
+func scanLimit(q *analytics.Query) error {
+	if q.Match != nil {
+		return &ScanLimitError{Param: "where", Message: fmt.Sprintf(
+			"A where= filter reads every event of the range, and it holds more than %d; "+
+				"narrow from/to or add an event or visitor_id filter", MaxScanEvents)}
+	}
+	return &ScanLimitError{Param: "visitor_id", Message: fmt.Sprintf(
+		"This visitor has more than %d events in the range; narrow from/to", MaxScanEvents)}
 }
 
 func (e *Engine) timeseries(p *Principal, q analytics.Query) (*TimeseriesResult, error) {
@@ -152,8 +164,7 @@ func (e *Engine) timeseries(p *Principal, q analytics.Query) (*TimeseriesResult,
 func (e *Engine) aggregate(p *Principal, q *analytics.Query, bounds []int64) ([]storage.Agg, error) {
 	aggs, err := e.db.Aggregate(e.aggQuery(p, q, q.Event, bounds))
 	if errors.Is(err, storage.ErrScanLimit) {
-		return nil, &ScanLimitError{Param: "visitor_id", Message: fmt.Sprintf(
-			"This visitor has more than %d events in the range; narrow from/to", MaxScanEvents)}
+		return nil, scanLimit(q)
 	}
 	return aggs, err
 }
@@ -178,7 +189,7 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 		groups, total, err := e.db.GroupByProperty(storage.GroupQuery{Dataset: p.dataset, Name: q.Event,
 			VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, From: q.From, To: q.To,
 			GroupBy: q.GroupProperty, Property: q.Property, Unique: q.Metric == analytics.UniqueVisitors,
-			Persons: true, MaxScan: MaxScanEvents})
+			Persons: true, MaxScan: MaxScanEvents, Match: q.Match})
 		if errors.Is(err, storage.ErrScanLimit) {
 			return nil, &ScanLimitError{Param: "group_by", Message: fmt.Sprintf(
 				"A breakdown by a property reads every event of the range, and this range holds more than %d; "+
@@ -210,8 +221,7 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 	for _, name := range names {
 		aggs, err := e.db.Aggregate(e.aggQuery(p, &q, name, bounds))
 		if errors.Is(err, storage.ErrScanLimit) {
-			return nil, &ScanLimitError{Param: "visitor_id", Message: fmt.Sprintf(
-				"This visitor has more than %d events in the range; narrow from/to", MaxScanEvents)}
+			return nil, scanLimit(&q)
 		}
 		if err != nil {
 			return nil, err

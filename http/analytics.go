@@ -45,6 +45,11 @@ func parseAnalytics(ctx *fasthttp.RequestCtx, extra ...string) (analytics.Query,
 	if details == nil {
 		details = map[string]string{}
 	}
+	if _, used := details["where"]; !used {
+		if f := parseWhere(args, details); len(f) > 0 {
+			q.Match = f.Match
+		}
+	}
 	addUnknownParams(details, args, func(name string) bool { return analytics.IsParam(name) || slices.Contains(extra, name) })
 	if len(details) > 0 {
 		return q, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: details}

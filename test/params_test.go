@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -95,5 +96,53 @@ func TestListWhere(t *testing.T) {
 		if e["details"].(map[string]any)["where"] == nil {
 			t.Errorf("%s: details %v", bad, e["details"])
 		}
+	}
+}
+
+// TestAnalyticsWhere: GET /analytics with where= counts only the matching
+// events (the example: signups where plan = pro), for every metric,
+// in timeseries and both breakdowns; a funnel does not take it.
+func TestAnalyticsWhere(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "analytics-where", "", nil)
+	key := s.Key(t, p, "secret", "live")
+	var batch []any
+	for i, plan := range []string{"pro", "free", "pro", "team", "pro"} {
+		batch = append(batch, map[string]any{"event": "signup", "visitor_id": fmt.Sprintf("v%d", i%2),
+			"properties": map[string]any{"plan": plan, "amount": i + 1, "src": map[string]any{"utm": "ads"}}})
+	}
+	batch = append(batch, map[string]any{"event": "login", "visitor_id": "v9", "properties": map[string]any{"plan": "pro", "amount": 100}})
+	wantStatus(t, Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": batch}), 201)
+	get := func(query string) map[string]any {
+		t.Helper()
+		r := Do(t, "GET", s.Public+"/analytics?"+query, key, nil)
+		wantStatus(t, r, 200)
+		return r.JSON(t)
+	}
+	tests := []struct {
+		query string
+		total float64
+	}{
+		{"event=signup&where=plan:eq:pro", 3},
+		{"event=signup", 5},
+		{"where=plan:eq:pro", 4},
+		{"event=signup&where=plan:eq:pro&metric=unique_visitors", 1}, // v0 (i = 0, 2, 4)
+		{"event=signup&where=plan:eq:pro&metric=sum&property=amount", 9},
+		{"event=signup&where=src.utm:eq:ads&where=amount:gt:3", 2},
+		{"type=breakdown&group_by=event&where=plan:eq:pro", 4},
+		{"type=breakdown&group_by=properties.plan&where=amount:lte:3", 3},
+	}
+	for _, tc := range tests {
+		if got := get(tc.query)["total"]; got != tc.total {
+			t.Errorf("%s: total %v, want %v", tc.query, got, tc.total)
+		}
+	}
+	rows := get("type=breakdown&group_by=event&where=plan:eq:pro")["data"]
+	if fmt.Sprint(rows) != "[map[key:signup value:3] map[key:login value:1]]" {
+		t.Errorf("breakdown by event with where: %v", rows)
+	}
+	e := wantError(t, Do(t, "GET", s.Public+"/analytics?type=funnel&steps=signup,login&where=plan:eq:pro", key, nil), 400, "bad_request", "")
+	if e["details"].(map[string]any)["where"] == nil {
+		t.Errorf("funnel with where: %v", e)
 	}
 }

@@ -68,12 +68,15 @@ type Query struct {
 	FunnelID      string
 	Window        int64 // seconds
 	WindowSet     bool
+	// Match is the where= property filter (engine/filter), nil for none:
+	// the caller parses the repeated parameter.
+	Match func(props []byte) bool
 }
 
 // params that each type accepts; any other known parameter is a 400.
 var accepted = map[Type][]string{
-	Timeseries: {"metric", "property", "event", "visitor_id", "from", "to", "interval"},
-	Breakdown:  {"metric", "property", "event", "visitor_id", "from", "to", "group_by", "limit"},
+	Timeseries: {"metric", "property", "event", "visitor_id", "from", "to", "interval", "where"},
+	Breakdown:  {"metric", "property", "event", "visitor_id", "from", "to", "group_by", "limit", "where"},
 	Funnel:     {"steps", "funnel_id", "window", "visitor_id", "from", "to"},
 	Goals:      {"from", "to"},
 }
@@ -81,7 +84,7 @@ var accepted = map[Type][]string{
 // IsParam reports whether name is a parameter of GET /analytics (for some type).
 func IsParam(name string) bool { return name == "type" || contains(known, name) }
 
-var known = []string{"metric", "property", "event", "visitor_id", "from", "to", "interval", "group_by", "limit", "steps", "funnel_id", "window"}
+var known = []string{"metric", "property", "event", "visitor_id", "from", "to", "interval", "group_by", "limit", "steps", "funnel_id", "window", "where"}
 
 // Parse reads the parameters of GET /analytics. arg returns a query
 // parameter and whether it is present; now is the current Unix ms. Every
