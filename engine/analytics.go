@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/eventd/eventd/engine/analytics"
 	"github.com/eventd/eventd/storage"
@@ -97,6 +98,8 @@ func (e *Engine) Analytics(p *Principal, q analytics.Query) (any, error) {
 		return e.funnel(p, q)
 	case analytics.Goals:
 		return e.goalStats(p, q)
+	case analytics.Retention:
+		return e.retention(p, q)
 	default:
 		return e.timeseries(p, q)
 	}
@@ -342,6 +345,83 @@ func (e *Engine) goalStats(p *Principal, q analytics.Query) (*GoalsResult, error
 			return nil, err
 		}
 		res.Data = append(res.Data, GoalStat{GoalID: g.ID, Name: g.Name, Completions: c, Visitors: v})
+	}
+	return res, nil
+}
+
+// RetentionResult is the answer to type=retention.
+type RetentionResult struct {
+	Type    string         `json:"type"`
+	Period  string         `json:"period"`
+	Cohorts []CohortResult `json:"cohorts"`
+}
+
+// CohortResult is one row of the retention triangle.
+type CohortResult struct {
+	Start    string `json:"start"`
+	Size     int    `json:"size"`
+	Returned []int  `json:"returned"`
+}
+
+// retention reads the cohort event's occurrences in [from, to] and the
+// return event's from the first cohort's period to the last period that
+// can count, both from the name index (no record is read), groups linked
+// ids into persons, and builds the triangle; at most MaxScanEvents index
+// entries in all.
+func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, error) {
+	now := time.Now().UnixMilli()
+	end := q.Period.Floor(q.To)
+	for range q.Periods {
+		end = q.Period.Next(end)
+	}
+	end = min(end-1, now)
+	byName := map[string]map[string][]analytics.Occ{}
+	scanned := 0
+	scan := func(key, name string, from, to int64) error {
+		occs := byName[key]
+		if occs == nil {
+			occs = map[string][]analytics.Occ{}
+			byName[key] = occs
+		}
+		n, err := e.db.StepOccurrences(p.dataset, name, "", false, from, to, MaxScanEvents-scanned, func(o storage.Occurrence) {
+			occs[o.Visitor] = append(occs[o.Visitor], analytics.Occ{TS: o.Timestamp, ID: o.ID})
+		})
+		scanned += n
+		if errors.Is(err, storage.ErrScanLimit) || scanned > MaxScanEvents {
+			return &ScanLimitError{Param: "cohort_event", Message: fmt.Sprintf(
+				"The cohort and return events have more than %d occurrences in the range; narrow from/to", MaxScanEvents)}
+		}
+		return err
+	}
+	if err := scan("cohort", q.CohortEvent, q.From, q.To); err != nil {
+		return nil, err
+	}
+	if err := scan("return", q.ReturnEvent, q.Period.Floor(q.From), end); err != nil {
+		return nil, err
+	}
+	if err := e.byPerson(p.dataset, byName); err != nil {
+		return nil, err
+	}
+	firsts := make(map[string]int64, len(byName["cohort"]))
+	for person, occs := range byName["cohort"] {
+		first := occs[0].TS
+		for _, o := range occs[1:] {
+			first = min(first, o.TS)
+		}
+		firsts[person] = first
+	}
+	returns := make(map[string][]int64, len(byName["return"]))
+	for person, occs := range byName["return"] {
+		if _, ok := firsts[person]; !ok {
+			continue
+		}
+		for _, o := range occs {
+			returns[person] = append(returns[person], o.TS)
+		}
+	}
+	res := &RetentionResult{Type: "retention", Period: q.Period.String(), Cohorts: []CohortResult{}}
+	for _, c := range analytics.RetentionCohorts(firsts, returns, q.Period, q.Periods, now) {
+		res.Cohorts = append(res.Cohorts, CohortResult{Start: msText(c.Start), Size: c.Size, Returned: c.Returned})
 	}
 	return res, nil
 }

@@ -146,3 +146,32 @@ func TestAnalyticsWhere(t *testing.T) {
 		t.Errorf("funnel with where: %v", e)
 	}
 }
+
+// TestAnalyticsRetention: the classic triangle on known data, daily.
+func TestAnalyticsRetention(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "retention", "", nil)
+	key := s.Key(t, p, "secret", "live")
+	ev := func(name, visitor, ts string) map[string]any {
+		return map[string]any{"event": name, "visitor_id": visitor, "timestamp": ts}
+	}
+	batch := []any{
+		ev("signup", "v1", "2026-11-01T10:00:00Z"), ev("login", "v1", "2026-11-02T10:00:00Z"), ev("login", "v1", "2026-11-03T10:00:00Z"),
+		ev("signup", "v2", "2026-11-01T12:00:00Z"), ev("login", "v2", "2026-11-01T09:00:00Z"), ev("login", "v2", "2026-11-03T08:00:00Z"),
+		ev("signup", "v3", "2026-11-02T10:00:00Z"), ev("login", "v3", "2026-11-02T11:00:00Z"),
+		ev("login", "v4", "2026-11-02T11:00:00Z"), // never signed up: in no cohort
+		ev("signup", "v5", "2026-11-05T10:00:00Z"), // after the range
+	}
+	wantStatus(t, Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": batch}), 201)
+	r := Do(t, "GET", s.Public+"/analytics?type=retention&cohort_event=signup&return_event=login&period=day&periods=3&from=2026-11-01&to=2026-11-02", key, nil)
+	wantStatus(t, r, 200)
+	want := `{"type":"retention","period":"day","cohorts":[` +
+		`{"start":"2026-11-01T00:00:00.000Z","size":2,"returned":[0,1,2]},` + // v2's login before its signup does not count
+		`{"start":"2026-11-02T00:00:00.000Z","size":1,"returned":[1,0,0]}]}`
+	if string(r.Body) != want {
+		t.Errorf("retention:\n%s\nwant\n%s", r.Body, want)
+	}
+	for _, bad := range []string{"type=retention", "type=retention&cohort_event=signup&periods=13", "type=retention&cohort_event=signup&period=hour"} {
+		wantError(t, Do(t, "GET", s.Public+"/analytics?"+bad, key, nil), 400, "bad_request", "")
+	}
+}

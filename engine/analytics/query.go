@@ -16,9 +16,10 @@ const (
 	Breakdown
 	Funnel
 	Goals
+	Retention
 )
 
-var typeNames = [...]string{"timeseries", "breakdown", "funnel", "goals"}
+var typeNames = [...]string{"timeseries", "breakdown", "funnel", "goals", "retention"}
 
 // String is the type's name as the API spells it.
 func (t Type) String() string { return typeNames[t] }
@@ -71,6 +72,11 @@ type Query struct {
 	// Match is the where= property filter (engine/filter), nil for none:
 	// the caller parses the repeated parameter.
 	Match func(props []byte) bool
+	// Retention: the first occurrence of CohortEvent starts a person's
+	// cohort; ReturnEvent in later periods counts as a return.
+	CohortEvent, ReturnEvent string
+	Period                   Interval // day, week or month
+	Periods                  int
 }
 
 // params that each type accepts; any other known parameter is a 400.
@@ -79,12 +85,14 @@ var accepted = map[Type][]string{
 	Breakdown:  {"metric", "property", "event", "visitor_id", "from", "to", "group_by", "limit", "where"},
 	Funnel:     {"steps", "funnel_id", "window", "visitor_id", "from", "to"},
 	Goals:      {"from", "to"},
+	Retention:  {"cohort_event", "return_event", "period", "periods", "from", "to"},
 }
 
 // IsParam reports whether name is a parameter of GET /analytics (for some type).
 func IsParam(name string) bool { return name == "type" || contains(known, name) }
 
-var known = []string{"metric", "property", "event", "visitor_id", "from", "to", "interval", "group_by", "limit", "steps", "funnel_id", "window", "where"}
+var known = []string{"metric", "property", "event", "visitor_id", "from", "to", "interval", "group_by", "limit", "steps", "funnel_id", "window", "where",
+	"cohort_event", "return_event", "period", "periods"}
 
 // Parse reads the parameters of GET /analytics. arg returns a query
 // parameter and whether it is present; now is the current Unix ms. Every
@@ -101,7 +109,7 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 			}
 		}
 		if t < 0 {
-			d["type"] = "must be one of timeseries, breakdown, funnel, goals"
+			d["type"] = "must be one of timeseries, breakdown, funnel, goals, retention"
 			return q, d // which other parameters apply is unknown
 		}
 		q.Type = Type(t)
@@ -245,10 +253,48 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 		}
 		q.Window, q.WindowSet = n, true
 	}
+	if q.Type == Retention {
+		parseRetention(arg, &q, d)
+	}
 	if len(d) == 0 {
 		d = nil
 	}
 	return q, d
+}
+
+// parseRetention reads cohort_event (required), return_event (default: the
+// cohort event), period (day, week or month; default day) and periods
+// (1-12; default 8).
+func parseRetention(arg func(name string) (string, bool), q *Query, d map[string]string) {
+	q.Period, q.Periods = Day, DefaultPeriods
+	v, ok := arg("cohort_event")
+	switch {
+	case !ok:
+		d["cohort_event"] = "required with type=retention"
+	case !ValidName(v):
+		d["cohort_event"] = "event name must be alphanumeric with underscores only (1-128 characters)"
+	}
+	q.CohortEvent, q.ReturnEvent = v, v
+	if v, ok := arg("return_event"); ok {
+		if !ValidName(v) {
+			d["return_event"] = "event name must be alphanumeric with underscores only (1-128 characters)"
+		}
+		q.ReturnEvent = v
+	}
+	if v, ok := arg("period"); ok {
+		iv, ok := ParseInterval(v)
+		if !ok || (iv != Day && iv != Week && iv != Month) {
+			d["period"] = "must be one of day, week, month"
+		}
+		q.Period = iv
+	}
+	if v, ok := arg("periods"); ok {
+		n, ok := parsePeriods(v)
+		if !ok {
+			d["periods"] = "must be an integer from 1 to 12"
+		}
+		q.Periods = n
+	}
 }
 
 func contains(list []string, s string) bool {
