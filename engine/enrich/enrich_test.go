@@ -2,16 +2,13 @@ package enrich
 
 import (
 	"encoding/json"
-	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/maxmind/mmdbwriter"
-	"github.com/maxmind/mmdbwriter/mmdbtype"
+	"github.com/eventd/eventd/engine/enrich/enrichtest"
 )
 
 const (
@@ -149,48 +146,7 @@ func TestUTM(t *testing.T) {
 	}
 }
 
-// writeMMDB builds a small City database: 81.2.69.0/24 in GB/England,
-// 2.125.160.0/20 in GB without a subdivision, 127.0.0.0/8 in DE/Berlin
-// (so tests through the loopback resolve), 2001:db8::/32 in US/California.
-func writeMMDB(t testing.TB) string {
-	w, err := mmdbwriter.New(mmdbwriter.Options{DatabaseType: "GeoLite2-City", RecordSize: 24, IncludeReservedNetworks: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := func(country, sub string) mmdbtype.Map {
-		m := mmdbtype.Map{"country": mmdbtype.Map{"iso_code": mmdbtype.String(country)}}
-		if sub != "" {
-			m["subdivisions"] = mmdbtype.Slice{mmdbtype.Map{"iso_code": mmdbtype.String(sub)}}
-		}
-		return m
-	}
-	for _, n := range []struct{ cidr, country, sub string }{
-		{"81.2.69.0/24", "GB", "ENG"},
-		{"2.125.160.0/20", "GB", ""},
-		{"127.0.0.0/8", "DE", "BE"},
-		{"2001:db8::/32", "US", "CA"},
-	} {
-		_, network, err := net.ParseCIDR(n.cidr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Insert(network, rec(n.country, n.sub)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	path := filepath.Join(t.TempDir(), "test.mmdb")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+func writeMMDB(t testing.TB) string { return enrichtest.WriteMMDB(t) }
 
 func TestGeo(t *testing.T) {
 	e, err := New(Options{GeoIPDB: writeMMDB(t)})
