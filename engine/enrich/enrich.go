@@ -272,6 +272,9 @@ func readSources(props []byte) sources {
 // appended ($browser, $os, $device, $bot, $referrer_source,
 // $referrer_host, utm_*, $country, $region; absent ones left out).
 func Apply(props []byte, r *Result) []byte {
+	if len(props) == 0 {
+		props = []byte("{}") // no properties at all: the enrichment alone
+	}
 	out := make([]byte, 0, len(props)+160)
 	out = append(out, '{')
 	n := 0

@@ -211,6 +211,9 @@ func TestEnrichBot(t *testing.T) {
 	if m["$bot"] != true || m["$device"] != "bot" || m["$browser"] != "Googlebot" || m["$referrer_source"] != "direct" {
 		t.Fatalf("got %s", out)
 	}
+	if m := decode(t, e.Enrich(nil, Request{UserAgent: uaGooglebot})); m["$bot"] != true {
+		t.Fatalf("nil properties: %v", m)
+	}
 	// No user agent: no agent fields and no $bot.
 	out = e.Enrich([]byte(`{"$bot":true}`), Request{})
 	if m := decode(t, out); len(m) != 1 || m["$referrer_source"] != "direct" {
