@@ -239,6 +239,9 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 		if prob == nil {
 			pending, prob = prepare(p, &in, receivedAt, sentAt, hasSentAt)
 		}
+		if prob == nil {
+			s.enrichEvent(ctx, p, &pending, &enrichCtx{})
+		}
 		if prob != nil {
 			fail = problemError(prob)
 		}
@@ -282,6 +285,7 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 		if prob == nil {
 			w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Admitted: rq.admitted}
 			allPageviews := true
+			var ec enrichCtx
 			for i := range entries {
 				en := &entries[i]
 				if en.Problem != nil {
@@ -293,6 +297,7 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 					continue
 				}
 				allPageviews = allPageviews && en.Input.Name == "pageview"
+				s.enrichEvent(ctx, p, &pe, &ec)
 				w.Events = append(w.Events, pe)
 			}
 			s.commitBatch(ctx, p, entries, w, allPageviews)

@@ -83,6 +83,9 @@ func (s *Server) handleSegment(typ event.SegmentType) fasthttp.RequestHandler {
 			if prob == nil {
 				pending, prob = prepareSegment(p, &m, receivedAt)
 			}
+			if prob == nil {
+				s.enrichEvent(ctx, p, &pending, &enrichCtx{})
+			}
 			if prob != nil {
 				fail = problemError(prob)
 			}
@@ -131,6 +134,7 @@ func (s *Server) commitSegmentBatch(ctx *fasthttp.RequestCtx, p *engine.Principa
 	w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Admitted: admitted,
 		Events: make([]actors.Pending, 0, len(msgs))}
 	allPageviews := true
+	var ec enrichCtx
 	for i := range msgs {
 		m := &msgs[i]
 		if m.Problem != nil {
@@ -142,6 +146,7 @@ func (s *Server) commitSegmentBatch(ctx *fasthttp.RequestCtx, p *engine.Principa
 			continue
 		}
 		allPageviews = allPageviews && pe.Event.Name == "pageview"
+		s.enrichEvent(ctx, p, &pe, &ec)
 		w.Events = append(w.Events, pe)
 	}
 	rep, ok := s.submitMany(ctx, p, w, allPageviews)

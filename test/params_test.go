@@ -159,7 +159,7 @@ func TestAnalyticsRetention(t *testing.T) {
 		ev("signup", "v1", "2026-11-01T10:00:00Z"), ev("login", "v1", "2026-11-02T10:00:00Z"), ev("login", "v1", "2026-11-03T10:00:00Z"),
 		ev("signup", "v2", "2026-11-01T12:00:00Z"), ev("login", "v2", "2026-11-01T09:00:00Z"), ev("login", "v2", "2026-11-03T08:00:00Z"),
 		ev("signup", "v3", "2026-11-02T10:00:00Z"), ev("login", "v3", "2026-11-02T11:00:00Z"),
-		ev("login", "v4", "2026-11-02T11:00:00Z"), // never signed up: in no cohort
+		ev("login", "v4", "2026-11-02T11:00:00Z"),  // never signed up: in no cohort
 		ev("signup", "v5", "2026-11-05T10:00:00Z"), // after the range
 	}
 	wantStatus(t, Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": batch}), 201)

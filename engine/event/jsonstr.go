@@ -129,3 +129,17 @@ func eachMember(props []byte, fn func(key, val []byte) bool) error {
 	}
 	return errors.New("event: " + d.syntaxMessage())
 }
+
+// EachMember calls fn for each top-level member of the JSON object props
+// (its name unescaped, its raw value text) until fn returns false; the
+// enrichment at ingest reads and rewrites properties with it.
+func EachMember(props []byte, fn func(key, val []byte) bool) error { return eachMember(props, fn) }
+
+// StringValue is the unescaped content of a raw JSON value when it is a
+// string; ok is false for any other JSON type.
+func StringValue(v []byte) (s string, ok bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	return string(stringValue(v)), true
+}
