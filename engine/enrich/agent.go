@@ -2,6 +2,8 @@ package enrich
 
 import (
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/ua-parser/uap-go/uaparser"
 	"github.com/x-way/crawlerdetect"
@@ -16,17 +18,54 @@ type Agent struct {
 	Bot     bool
 }
 
-// Agent parses a user agent, from the cache when it was seen recently.
-func (e *Enricher) Agent(ua string) Agent {
+// Agent parses a user agent, from the cache when it was seen recently. ok
+// is false when the user agent is not cached and the parse budget is spent:
+// the event is then stored without agent fields rather than costing up to
+// a millisecond of CPU for each of a flood of new user agents.
+func (e *Enricher) Agent(ua string) (a Agent, ok bool) {
 	if len(ua) > maxUserAgent {
 		ua = ua[:maxUserAgent]
 	}
 	if a, ok := e.agents.Get(ua); ok {
-		return a
+		return a, true
 	}
-	a := e.ParseAgent(ua)
+	if !e.budget.take(time.Now()) {
+		return Agent{}, false
+	}
+	a = e.ParseAgent(ua)
 	e.agents.Add(strings.Clone(ua), a)
-	return a
+	return a, true
+}
+
+// parseBudget is a token bucket of uncached user-agent parses: at most
+// ParsesPerSecond on average, bursts of as many. Most traffic repeats a
+// few thousand user agents (the cache); a client that invents a new one per
+// request is what it bounds.
+type parseBudget struct {
+	mu     sync.Mutex
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+// ParsesPerSecond bounds uncached user-agent parses (0.1-1.5 ms each): at
+// most about a fifth of a core in the worst case.
+const ParsesPerSecond = 200
+
+func (b *parseBudget) take(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last.IsZero() {
+		b.tokens = b.rate
+	} else {
+		b.tokens = min(b.rate, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // ParseAgent parses a user agent without the cache (0.1 to 1 ms).

@@ -79,6 +79,7 @@ type Options struct {
 type Enricher struct {
 	uap    *uaparser.Parser
 	agents *lru.Cache[string, Agent]
+	budget parseBudget       // uncached parses (agent.go)
 	geo    *maxminddb.Reader // nil without --geoip-db
 }
 
@@ -93,7 +94,7 @@ func New(o Options) (*Enricher, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Enricher{uap: uaparser.NewFromSaved(), agents: cache}
+	e := &Enricher{uap: uaparser.NewFromSaved(), agents: cache, budget: parseBudget{rate: ParsesPerSecond}}
 	if o.GeoIPDB != "" {
 		r, err := maxminddb.Open(o.GeoIPDB)
 		if err != nil {
@@ -161,7 +162,7 @@ func (e *Enricher) Lookup(props []byte, req Request) Result {
 	}
 	var r Result
 	if ua != "" {
-		r.HasAgent, r.Agent = true, e.Agent(ua)
+		r.Agent, r.HasAgent = e.Agent(ua)
 	}
 	pageHost := ""
 	if src.url != "" {

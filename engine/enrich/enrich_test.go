@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/eventd/eventd/engine/enrich/enrichtest"
 )
@@ -64,7 +65,7 @@ func TestAgentFamilies(t *testing.T) {
 		{"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/120.0.0.0 Safari/537.36", Agent{"HeadlessChrome", "Windows", DeviceBot, true}},
 		{"something", Agent{"Other", "Other", DeviceOther, false}},
 	} {
-		if got := e.Agent(c.ua); got != c.want {
+		if got, _ := e.Agent(c.ua); got != c.want {
 			t.Errorf("%.60q: got %+v, want %+v", c.ua, got, c.want)
 		}
 		if got := e.ParseAgent(c.ua); got != c.want {
@@ -298,5 +299,37 @@ func BenchmarkAgentUncached(b *testing.B) {
 	for b.Loop() {
 		i++
 		e.ParseAgent(uas[i%len(uas)] + " v" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676%26)))
+	}
+}
+
+// TestParseBudget: uncached parses are bounded; cached user agents are
+// always answered.
+func TestParseBudget(t *testing.T) {
+	b := parseBudget{rate: 3}
+	t0 := time.Unix(1000, 0)
+	for i := range 3 {
+		if !b.take(t0) {
+			t.Fatalf("parse %d refused within the burst", i)
+		}
+	}
+	if b.take(t0) {
+		t.Fatal("a fourth parse in the same instant was allowed")
+	}
+	if !b.take(t0.Add(400 * time.Millisecond)) { // 1.2 tokens back
+		t.Fatal("no parse after the bucket refilled")
+	}
+	e, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.budget = parseBudget{rate: 1}
+	if _, ok := e.Agent(uaChromeWin); !ok {
+		t.Fatal("first parse refused")
+	}
+	if _, ok := e.Agent(uaChromeWin + " x"); ok {
+		t.Fatal("an uncached user agent past the budget was parsed")
+	}
+	if a, ok := e.Agent(uaChromeWin); !ok || a.Browser != "Chrome" {
+		t.Fatalf("a cached user agent past the budget: %+v %v", a, ok)
 	}
 }
