@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/eventd/eventd/engine/analytics"
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/storage"
 )
 
@@ -100,6 +102,8 @@ func (e *Engine) Analytics(p *Principal, q analytics.Query) (any, error) {
 		return e.goalStats(p, q)
 	case analytics.Retention:
 		return e.retention(p, q)
+	case analytics.Paths:
+		return e.paths(p, q)
 	default:
 		return e.timeseries(p, q)
 	}
@@ -424,4 +428,79 @@ func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, e
 		res.Cohorts = append(res.Cohorts, CohortResult{Start: msText(c.Start), Size: c.Size, Returned: c.Returned})
 	}
 	return res, nil
+}
+
+// PathsResult is the answer to type=paths.
+type PathsResult struct {
+	Type        string                 `json:"type"`
+	StartEvent  string                 `json:"start_event,omitempty"`
+	EndEvent    string                 `json:"end_event,omitempty"`
+	Steps       int                    `json:"steps"`
+	Transitions []analytics.Transition `json:"transitions"`
+}
+
+// paths finds the visitors who did the start (or end) event in [from, to]
+// from its name index, reads each one's events of the range from the
+// visitor index (the record too for a pageview, whose label is its page
+// path), and counts the transitions; at most MaxScanEvents index entries.
+func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
+	anchor := q.StartEvent
+	if anchor == "" {
+		anchor = q.EndEvent
+	}
+	tooMany := &ScanLimitError{Param: "from", Message: fmt.Sprintf(
+		"The visitors of this path have more than %d events in the range; narrow from/to", MaxScanEvents)}
+	visitors := map[string]bool{}
+	scanned, err := e.db.StepOccurrences(p.dataset, anchor, "", false, q.From, q.To, MaxScanEvents, func(o storage.Occurrence) {
+		visitors[o.Visitor] = true
+	})
+	if errors.Is(err, storage.ErrScanLimit) {
+		return nil, tooMany
+	}
+	if err != nil {
+		return nil, err
+	}
+	seqs := make([][]analytics.PathNode, 0, len(visitors))
+	for v := range visitors {
+		evs, err := e.db.VisitorEvents(p.dataset, v, q.From, q.To, MaxScanEvents-scanned)
+		if errors.Is(err, storage.ErrScanLimit) {
+			return nil, tooMany
+		}
+		if err != nil {
+			return nil, err
+		}
+		scanned += len(evs)
+		seq := make([]analytics.PathNode, len(evs))
+		for i, ev := range evs {
+			seq[i] = analytics.PathNode{Name: ev.Name, Label: ev.Name}
+			if ev.Name == "pageview" {
+				seq[i].Label = e.pagePath(p.dataset, ev.ID)
+			}
+		}
+		seqs = append(seqs, seq)
+	}
+	return &PathsResult{Type: "paths", StartEvent: q.StartEvent, EndEvent: q.EndEvent, Steps: q.PathSteps,
+		Transitions: analytics.PathTransitions(seqs, q.StartEvent, q.EndEvent, q.PathSteps, q.Limit)}, nil
+}
+
+// pagePath labels a pageview with its page path: the "path" property t.js
+// sends, else the path of Segment's context.page; "pageview" without one.
+func (e *Engine) pagePath(ds uint32, id storage.ID) string {
+	ev, err := e.db.GetEvent(ds, id)
+	if err != nil {
+		return "pageview"
+	}
+	for _, path := range [][]string{{"path"}, {"$context", "page", "path"}} {
+		v := ev.Properties
+		ok := true
+		for _, seg := range path {
+			if v, ok = event.Lookup(v, seg); !ok {
+				break
+			}
+		}
+		if s, isStr := event.StringValue(v); ok && isStr && strings.HasPrefix(s, "/") {
+			return s
+		}
+	}
+	return "pageview"
 }

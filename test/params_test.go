@@ -175,3 +175,41 @@ func TestAnalyticsRetention(t *testing.T) {
 		wantError(t, Do(t, "GET", s.Public+"/analytics?"+bad, key, nil), 400, "bad_request", "")
 	}
 }
+
+// TestAnalyticsPaths: transitions after a start event and before an end
+// event on known sequences; pageviews are labelled by their path.
+func TestAnalyticsPaths(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "paths", "", nil)
+	key := s.Key(t, p, "secret", "live")
+	var batch []any
+	seq := func(visitor string, steps ...string) {
+		for i, st := range steps {
+			e := map[string]any{"event": st, "visitor_id": visitor, "timestamp": fmt.Sprintf("2026-11-10T10:%02d:00Z", i)}
+			if st[0] == '/' {
+				e["event"], e["properties"] = "pageview", map[string]any{"path": st}
+			}
+			batch = append(batch, e)
+		}
+	}
+	seq("v1", "/", "/pricing", "signup")
+	seq("v2", "/", "/pricing", "/docs")
+	seq("v3", "login", "/", "/docs", "signup")
+	wantStatus(t, Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": batch}), 201)
+	r := Do(t, "GET", s.Public+"/analytics?type=paths&start_event=pageview&steps=2&from=2026-11-10&to=2026-11-10", key, nil)
+	wantStatus(t, r, 200)
+	want := `{"type":"paths","start_event":"pageview","steps":2,"transitions":[` +
+		`{"step":1,"from":"/","to":"/pricing","count":2},{"step":1,"from":"/","to":"/docs","count":1},` +
+		`{"step":2,"from":"/docs","to":"signup","count":1},{"step":2,"from":"/pricing","to":"/docs","count":1},{"step":2,"from":"/pricing","to":"signup","count":1}]}`
+	if string(r.Body) != want {
+		t.Errorf("paths forwards:\n%s\nwant\n%s", r.Body, want)
+	}
+	r = Do(t, "GET", s.Public+"/analytics?type=paths&end_event=signup&steps=1&from=2026-11-10&to=2026-11-10", key, nil)
+	wantStatus(t, r, 200)
+	if want := `{"type":"paths","end_event":"signup","steps":1,"transitions":[{"step":1,"from":"/docs","to":"signup","count":1},{"step":1,"from":"/pricing","to":"signup","count":1}]}`; string(r.Body) != want {
+		t.Errorf("paths backwards:\n%s\nwant\n%s", r.Body, want)
+	}
+	for _, bad := range []string{"type=paths", "type=paths&start_event=a&end_event=b", "type=paths&start_event=a&steps=6"} {
+		wantError(t, Do(t, "GET", s.Public+"/analytics?"+bad, key, nil), 400, "bad_request", "")
+	}
+}

@@ -17,9 +17,10 @@ const (
 	Funnel
 	Goals
 	Retention
+	Paths
 )
 
-var typeNames = [...]string{"timeseries", "breakdown", "funnel", "goals", "retention"}
+var typeNames = [...]string{"timeseries", "breakdown", "funnel", "goals", "retention", "paths"}
 
 // String is the type's name as the API spells it.
 func (t Type) String() string { return typeNames[t] }
@@ -77,6 +78,10 @@ type Query struct {
 	CohortEvent, ReturnEvent string
 	Period                   Interval // day, week or month
 	Periods                  int
+	// Paths: from the first StartEvent forwards, or to the first EndEvent
+	// backwards, PathSteps transitions.
+	StartEvent, EndEvent string
+	PathSteps            int
 }
 
 // params that each type accepts; any other known parameter is a 400.
@@ -86,13 +91,14 @@ var accepted = map[Type][]string{
 	Funnel:     {"steps", "funnel_id", "window", "visitor_id", "from", "to"},
 	Goals:      {"from", "to"},
 	Retention:  {"cohort_event", "return_event", "period", "periods", "from", "to"},
+	Paths:      {"start_event", "end_event", "steps", "limit", "from", "to"},
 }
 
 // IsParam reports whether name is a parameter of GET /analytics (for some type).
 func IsParam(name string) bool { return name == "type" || contains(known, name) }
 
 var known = []string{"metric", "property", "event", "visitor_id", "from", "to", "interval", "group_by", "limit", "steps", "funnel_id", "window", "where",
-	"cohort_event", "return_event", "period", "periods"}
+	"cohort_event", "return_event", "period", "periods", "start_event", "end_event"}
 
 // Parse reads the parameters of GET /analytics. arg returns a query
 // parameter and whether it is present; now is the current Unix ms. Every
@@ -109,7 +115,7 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 			}
 		}
 		if t < 0 {
-			d["type"] = "must be one of timeseries, breakdown, funnel, goals, retention"
+			d["type"] = "must be one of timeseries, breakdown, funnel, goals, retention, paths"
 			return q, d // which other parameters apply is unknown
 		}
 		q.Type = Type(t)
@@ -222,7 +228,7 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 
 	steps, hasSteps := arg("steps")
 	funnelID, hasFunnel := arg("funnel_id")
-	if hasSteps && d["steps"] == "" {
+	if hasSteps && d["steps"] == "" && q.Type != Paths {
 		q.Steps = strings.Split(steps, ",")
 		switch {
 		case hasFunnel:
@@ -253,8 +259,11 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 		}
 		q.Window, q.WindowSet = n, true
 	}
-	if q.Type == Retention {
+	switch q.Type {
+	case Retention:
 		parseRetention(arg, &q, d)
+	case Paths:
+		parsePaths(arg, &q, d)
 	}
 	if len(d) == 0 {
 		d = nil
@@ -318,4 +327,27 @@ func ValidName(s string) bool {
 		}
 	}
 	return true
+}
+
+// parsePaths reads start_event or end_event (exactly one) and steps (1-5,
+// default 3; for paths a number, not the funnel's list of names).
+func parsePaths(arg func(name string) (string, bool), q *Query, d map[string]string) {
+	start, hasStart := arg("start_event")
+	end, hasEnd := arg("end_event")
+	switch {
+	case hasStart == hasEnd:
+		d["start_event"] = "give either start_event or end_event with type=paths"
+	case hasStart && !ValidName(start):
+		d["start_event"] = "event name must be alphanumeric with underscores only (1-128 characters)"
+	case hasEnd && !ValidName(end):
+		d["end_event"] = "event name must be alphanumeric with underscores only (1-128 characters)"
+	}
+	q.StartEvent, q.EndEvent, q.PathSteps = start, end, DefaultPathSteps
+	if v, ok := arg("steps"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPathSteps {
+			d["steps"] = "must be an integer from 1 to 5 with type=paths"
+		}
+		q.PathSteps = n
+	}
 }
