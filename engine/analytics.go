@@ -104,6 +104,8 @@ func (e *Engine) Analytics(p *Principal, q analytics.Query) (any, error) {
 		return e.retention(p, q)
 	case analytics.Paths:
 		return e.paths(p, q)
+	case analytics.Sessions:
+		return e.sessions(p, q)
 	default:
 		return e.timeseries(p, q)
 	}
@@ -490,8 +492,14 @@ func (e *Engine) pagePath(ds uint32, id storage.ID) string {
 	if err != nil {
 		return "pageview"
 	}
+	return pageOf(ev.Properties)
+}
+
+// pageOf is a pageview's page path: the "path" property t.js sends, else
+// Segment's context.page.path; "pageview" without one.
+func pageOf(props []byte) string {
 	for _, path := range [][]string{{"path"}, {"$context", "page", "path"}} {
-		v := ev.Properties
+		v := props
 		ok := true
 		for _, seg := range path {
 			if v, ok = event.Lookup(v, seg); !ok {
@@ -503,4 +511,87 @@ func (e *Engine) pagePath(ds uint32, id storage.ID) string {
 		}
 	}
 	return "pageview"
+}
+
+// SessionsResult is the answer to type=sessions: per bucket, or (group_by
+// entry_page or exit_page) sessions per page.
+type SessionsResult struct {
+	Type     string                   `json:"type"`
+	Interval string                   `json:"interval,omitempty"`
+	GroupBy  string                   `json:"group_by,omitempty"`
+	Total    analytics.SessionStats   `json:"total"`
+	Data     []analytics.SessionStats `json:"data,omitempty"`
+	Rows     []analytics.Row          `json:"rows,omitempty"`
+}
+
+// sessions cuts the visitors' events into sessions (a gap over the timeout
+// ends one) and counts those that start in [from, to]. Events up to a
+// timeout before from are read too, so a session running into the range is
+// not counted as a new one; at most MaxScanEvents events.
+func (e *Engine) sessions(p *Principal, q analytics.Query) (*SessionsResult, error) {
+	timeout := int64(analytics.DefaultSessionTimeoutMs)
+	hits := map[string][]analytics.Hit{}
+	err := e.db.EventsInRange(p.dataset, q.From-timeout, q.To, MaxScanEvents, func(ev *storage.Event) {
+		if !ev.HasVisitor {
+			return
+		}
+		h := analytics.Hit{TS: ev.Timestamp, Pageview: ev.Name == "pageview"}
+		if h.Pageview {
+			if h.Page = pageOf(ev.Properties); h.Page == "pageview" {
+				h.Page = ""
+			}
+		}
+		hits[ev.VisitorID] = append(hits[ev.VisitorID], h)
+	})
+	if errors.Is(err, storage.ErrScanLimit) {
+		return nil, &ScanLimitError{Param: "from", Message: fmt.Sprintf(
+			"Sessions read every event of the range, and it holds more than %d; narrow from/to", MaxScanEvents)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	all := analytics.SplitSessions(hits, timeout)
+	in := all[:0]
+	for _, s := range all {
+		if s.Start >= q.From && s.Start <= q.To {
+			in = append(in, s)
+		}
+	}
+	res := &SessionsResult{Type: "sessions", Total: analytics.Stats(in)}
+	if q.GroupBy != "" {
+		res.GroupBy = q.GroupBy
+		counts := map[string]int{}
+		for _, s := range in {
+			page := s.Entry
+			if q.GroupBy == "exit_page" {
+				page = s.Exit
+			}
+			if page != "" {
+				counts[page]++
+			}
+		}
+		rows := make([]analytics.Row, 0, len(counts))
+		for k, n := range counts {
+			rows = append(rows, analytics.Row{Key: k, Value: float64(n)})
+		}
+		res.Rows = analytics.Top(rows, q.Limit)
+		return res, nil
+	}
+	starts, bounds, err := analytics.Buckets(q.From, q.To, q.Interval)
+	if err != nil {
+		return nil, &ParamError{Details: map[string]string{"interval": err.Error()}}
+	}
+	res.Interval = q.Interval.String()
+	byBucket := make([][]analytics.Session, len(starts))
+	for _, s := range in {
+		if i := slices.IndexFunc(bounds[1:], func(b int64) bool { return s.Start < b }); i >= 0 {
+			byBucket[i] = append(byBucket[i], s)
+		}
+	}
+	res.Data = make([]analytics.SessionStats, len(starts))
+	for i := range starts {
+		res.Data[i] = analytics.Stats(byBucket[i])
+		res.Data[i].Timestamp = msText(starts[i])
+	}
+	return res, nil
 }

@@ -627,3 +627,34 @@ func (d *DB) VisitorEvents(ds uint32, visitor string, from, to int64, limit int)
 	})
 	return out, err
 }
+
+// EventsInRange calls fn with every event of ds with a timestamp in [from,
+// to], oldest first (the time index, then each record); more than maxScan
+// (0: no bound) returns ErrScanLimit, checked up front from the counters.
+func (d *DB) EventsInRange(ds uint32, from, to int64, maxScan int, fn func(*Event)) error {
+	from = max(from, 0)
+	if maxScan > 0 {
+		n, err := d.Count(ds, "", from, to)
+		if err != nil {
+			return err
+		}
+		if n > int64(maxScan) {
+			return ErrScanLimit
+		}
+	}
+	scanned := 0
+	return d.scanIndex(appendDataset(nil, prefixTime, ds), from, to, func(_ int64, id ID, _ []byte) error {
+		if scanned++; maxScan > 0 && scanned > maxScan {
+			return ErrScanLimit
+		}
+		ev, err := d.GetEvent(ds, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil // erased between the index entry and its record
+		}
+		if err != nil {
+			return err
+		}
+		fn(&ev)
+		return nil
+	})
+}

@@ -213,3 +213,37 @@ func TestAnalyticsPaths(t *testing.T) {
 		wantError(t, Do(t, "GET", s.Public+"/analytics?"+bad, key, nil), 400, "bad_request", "")
 	}
 }
+
+// TestAnalyticsSessions: sessions, bounces, durations and entry/exit pages
+// on known visits.
+func TestAnalyticsSessions(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "sessions", "", nil)
+	key := s.Key(t, p, "secret", "live")
+	pv := func(visitor, ts, path string) map[string]any {
+		return map[string]any{"event": "pageview", "visitor_id": visitor, "timestamp": ts, "properties": map[string]any{"path": path}}
+	}
+	batch := []any{
+		pv("a", "2026-11-10T10:00:00Z", "/"), pv("a", "2026-11-10T10:05:00Z", "/pricing"),
+		map[string]any{"event": "signup", "visitor_id": "a", "timestamp": "2026-11-10T10:06:00Z"},
+		pv("a", "2026-11-10T10:37:00Z", "/docs"), // 31 minutes later: a second session, a bounce
+		pv("b", "2026-11-10T11:00:00Z", "/blog"), // a bounce
+		pv("c", "2026-11-11T09:00:00Z", "/"), pv("c", "2026-11-11T09:29:00Z", "/docs"),
+	}
+	wantStatus(t, Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": batch}), 201)
+	r := Do(t, "GET", s.Public+"/analytics?type=sessions&interval=day&from=2026-11-10&to=2026-11-11", key, nil)
+	wantStatus(t, r, 200)
+	want := `{"type":"sessions","interval":"day",` +
+		`"total":{"sessions":4,"visitors":3,"bounce_rate":0.5,"duration_mean_s":525,"duration_median_s":180,"pages_per_session":1.5},` +
+		`"data":[{"timestamp":"2026-11-10T00:00:00.000Z","sessions":3,"visitors":2,"bounce_rate":0.666666666666667,"duration_mean_s":120,"duration_median_s":0,"pages_per_session":1.33333333333333},` +
+		`{"timestamp":"2026-11-11T00:00:00.000Z","sessions":1,"visitors":1,"bounce_rate":0,"duration_mean_s":1740,"duration_median_s":1740,"pages_per_session":2}]}`
+	if string(r.Body) != want {
+		t.Errorf("sessions:\n%s\nwant\n%s", r.Body, want)
+	}
+	r = Do(t, "GET", s.Public+"/analytics?type=sessions&group_by=entry_page&from=2026-11-10&to=2026-11-11", key, nil)
+	wantStatus(t, r, 200)
+	if rows := fmt.Sprint(r.JSON(t)["rows"]); rows != "[map[key:/ value:2] map[key:/blog value:1] map[key:/docs value:1]]" {
+		t.Errorf("entry pages: %s", rows)
+	}
+	wantError(t, Do(t, "GET", s.Public+"/analytics?type=sessions&group_by=event", key, nil), 400, "bad_request", "")
+}

@@ -18,9 +18,10 @@ const (
 	Goals
 	Retention
 	Paths
+	Sessions
 )
 
-var typeNames = [...]string{"timeseries", "breakdown", "funnel", "goals", "retention", "paths"}
+var typeNames = [...]string{"timeseries", "breakdown", "funnel", "goals", "retention", "paths", "sessions"}
 
 // String is the type's name as the API spells it.
 func (t Type) String() string { return typeNames[t] }
@@ -92,6 +93,7 @@ var accepted = map[Type][]string{
 	Goals:      {"from", "to"},
 	Retention:  {"cohort_event", "return_event", "period", "periods", "from", "to"},
 	Paths:      {"start_event", "end_event", "steps", "limit", "from", "to"},
+	Sessions:   {"from", "to", "interval", "group_by", "limit"},
 }
 
 // IsParam reports whether name is a parameter of GET /analytics (for some type).
@@ -115,7 +117,7 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 			}
 		}
 		if t < 0 {
-			d["type"] = "must be one of timeseries, breakdown, funnel, goals, retention, paths"
+			d["type"] = "must be one of timeseries, breakdown, funnel, goals, retention, paths, sessions"
 			return q, d // which other parameters apply is unknown
 		}
 		q.Type = Type(t)
@@ -200,12 +202,17 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 		}
 		q.Interval = iv
 	}
-	if q.Type == Timeseries && d["interval"] == "" && d["from"] == "" && d["to"] == "" &&
+	if (q.Type == Timeseries || q.Type == Sessions) && d["interval"] == "" && d["from"] == "" && d["to"] == "" &&
 		q.Interval.count(q.From, q.To) > MaxBuckets {
 		d["interval"] = "the range holds more than " + strconv.Itoa(MaxBuckets) + " " + q.Interval.String() + " buckets; choose a longer interval or a shorter range"
 	}
 
-	if v, ok := arg("group_by"); ok && d["group_by"] == "" {
+	if v, ok := arg("group_by"); ok && d["group_by"] == "" && q.Type == Sessions {
+		if v != "entry_page" && v != "exit_page" {
+			d["group_by"] = "must be entry_page or exit_page with type=sessions"
+		}
+		q.GroupBy = v
+	} else if ok && d["group_by"] == "" {
 		name, isProp := strings.CutPrefix(v, "properties.")
 		switch {
 		case v == "event":
