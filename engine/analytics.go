@@ -525,11 +525,12 @@ type SessionsResult struct {
 }
 
 // sessions cuts the visitors' events into sessions (a gap over the timeout
-// ends one) and counts those that start in [from, to]. Events up to a
+// ends one: the project's session_timeout_minutes) and counts those that
+// start in [from, to]. Events up to a
 // timeout before from are read too, so a session running into the range is
 // not counted as a new one; at most MaxScanEvents events.
 func (e *Engine) sessions(p *Principal, q analytics.Query) (*SessionsResult, error) {
-	timeout := int64(analytics.DefaultSessionTimeoutMs)
+	timeout := int64(p.project.rec.Load().sessionTimeout()) * 60_000
 	hits := map[string][]analytics.Hit{}
 	err := e.db.EventsInRange(p.dataset, q.From-timeout, q.To, MaxScanEvents, func(ev *storage.Event) {
 		if !ev.HasVisitor {

@@ -246,4 +246,18 @@ func TestAnalyticsSessions(t *testing.T) {
 		t.Errorf("entry pages: %s", rows)
 	}
 	wantError(t, Do(t, "GET", s.Public+"/analytics?type=sessions&group_by=event", key, nil), 400, "bad_request", "")
+
+	// A project's own timeout: at 60 minutes a's 31-minute gap no longer
+	// starts a second session.
+	r = s.AdminDo(t, "PATCH", "/admin/v1/projects/"+p, map[string]any{"session_timeout_minutes": 60})
+	wantStatus(t, r, 200)
+	if r.JSON(t)["session_timeout_minutes"] != 60.0 {
+		t.Fatalf("PATCH: %s", r.Body)
+	}
+	r = Do(t, "GET", s.Public+"/analytics?type=sessions&from=2026-11-10&to=2026-11-11", key, nil)
+	wantStatus(t, r, 200)
+	if total := r.JSON(t)["total"].(map[string]any); total["sessions"] != 3.0 {
+		t.Errorf("sessions with a 60-minute timeout: %v", total)
+	}
+	wantError(t, s.AdminDo(t, "PATCH", "/admin/v1/projects/"+p, map[string]any{"session_timeout_minutes": 0}), 400, "bad_request", "")
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // DefaultSessionTimeoutMs ends a visitor's session after 30 minutes
-// without an event, as Plausible and Google Analytics do.
+// without an event, as Plausible and Google Analytics do (the projects'
+// default).
 const DefaultSessionTimeoutMs = 30 * 60_000
 
 // Hit is one event of a visitor, for sessions: when, and the page path when
