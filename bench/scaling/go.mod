@@ -8,6 +8,7 @@ require (
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	go.etcd.io/etcd/client/v3 v3.5.10
+	go.etcd.io/raft/v3 v3.6.0
 	google.golang.org/protobuf v1.36.12
 )
 

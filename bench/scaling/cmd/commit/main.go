@@ -4,6 +4,9 @@
 // same machine, singly and in batches of 100 (one message or one Pebble
 // batch holding the 100 events, as a shard's group commit would write).
 //
+// A third replicated target is a 3-member group of etcd's raft library
+// (go.etcd.io/raft/v3) with a fsynced log file per member.
+//
 // It is a spike for docs/scaling.md, never on eventd's serving path.
 package main
 
@@ -39,7 +42,7 @@ var scenarios = []scenario{
 
 func main() {
 	dur := flag.Duration("d", 3*time.Second, "duration of each measured run")
-	only := flag.String("only", "pebble,nats,nats-sync", "comma-separated targets: pebble, nats (JetStream default sync), nats-sync (sync_interval: always)")
+	only := flag.String("only", "pebble,nats,nats-sync,raft", "comma-separated targets: pebble, nats (JetStream default sync), nats-sync (sync_interval: always), raft (etcd raft library, fsync per Ready)")
 	flag.Parse()
 
 	fmt.Printf("# commit spike, %d-byte events, runs of %s, start load %s\n", len(event), *dur, lat.Load())
@@ -53,6 +56,8 @@ func main() {
 			c, err = startJetStream(false)
 		case "nats-sync":
 			c, err = startJetStream(true)
+		case "raft":
+			c, err = startRaft()
 		default:
 			err = fmt.Errorf("unknown target %q", target)
 		}
