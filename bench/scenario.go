@@ -96,16 +96,19 @@ func EventRequestKeys(path string, keys []string, tmpl *Template) RequestFunc {
 // event j of request seq gets number seq*size+j, so no two events share a
 // visitor id within a run.
 func BatchRequest(path, key string, tmpl *Template, size int) RequestFunc {
-	auth := "Bearer " + key
-	open := []byte(`{"events":[`)
+	return arrayRequest(path, "Bearer "+key, `{"events":[`, `]}`, tmpl, size)
+}
+
+// arrayRequest posts size bodies of tmpl as a JSON array between open and
+// closing; entry j of request seq gets number seq*size+j.
+func arrayRequest(path, auth, open, closing string, tmpl *Template, size int) RequestFunc {
 	comma := []byte(",")
-	closing := []byte(`]}`)
 	return func(seq uint64, req *fasthttp.Request) {
 		req.Header.SetMethod(fasthttp.MethodPost)
 		req.SetRequestURI(path)
 		req.Header.SetContentType("application/json")
 		req.Header.Set(fasthttp.HeaderAuthorization, auth)
-		req.AppendBody(open)
+		req.AppendBodyString(open)
 		base := seq * uint64(size)
 		for j := 0; j < size; j++ {
 			if j > 0 {
@@ -113,7 +116,7 @@ func BatchRequest(path, key string, tmpl *Template, size int) RequestFunc {
 			}
 			tmpl.AppendBody(req, base+uint64(j))
 		}
-		req.AppendBody(closing)
+		req.AppendBodyString(closing)
 	}
 }
 
@@ -131,24 +134,7 @@ const SegmentTemplate = `{"type":"track","event":"Order Completed","userId":"v_{
 // (POST /v1/batch) with the key as HTTP Basic user name, as the SDKs do.
 func SegmentBatchRequest(path, key string, tmpl *Template, size int) RequestFunc {
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(key+":"))
-	open := []byte(`{"batch":[`)
-	comma := []byte(",")
-	closing := []byte(`],"sentAt":"2026-11-24T10:00:00.000Z","writeKey":"bench"}`)
-	return func(seq uint64, req *fasthttp.Request) {
-		req.Header.SetMethod(fasthttp.MethodPost)
-		req.SetRequestURI(path)
-		req.Header.SetContentType("application/json")
-		req.Header.Set(fasthttp.HeaderAuthorization, auth)
-		req.AppendBody(open)
-		base := seq * uint64(size)
-		for j := 0; j < size; j++ {
-			if j > 0 {
-				req.AppendBody(comma)
-			}
-			tmpl.AppendBody(req, base+uint64(j))
-		}
-		req.AppendBody(closing)
-	}
+	return arrayRequest(path, auth, `{"batch":[`, `],"sentAt":"2026-11-24T10:00:00.000Z","writeKey":"bench"}`, tmpl, size)
 }
 
 // SegmentAccepted counts the stored messages of a /v1/batch answer:

@@ -118,6 +118,8 @@ type ProjectInput struct {
 	ClearLimits    bool              `json:"-"` // "limits": null in a PATCH
 	AllowedOrigins *[]string         `json:"allowed_origins"`
 	RetentionDays  *Retention        `json:"retention_days"`
+	// SessionTimeoutMinutes: 1 to 1440.
+	SessionTimeoutMinutes *int `json:"session_timeout_minutes"`
 }
 
 func checkProjectInput(in *ProjectInput, create bool) error {
@@ -137,6 +139,9 @@ func checkProjectInput(in *ProjectInput, create bool) error {
 	}
 	if r := in.RetentionDays; r != nil && (r.Live < 0 || r.Test < 0 || r.Live > 36500 || r.Test > 36500) {
 		d["retention_days"] = "live and test must be whole days from 0 (keep everything) to 36500"
+	}
+	if m := in.SessionTimeoutMinutes; m != nil && (*m < 1 || *m > 1440) {
+		d["session_timeout_minutes"] = "must be whole minutes from 1 to 1440"
 	}
 	if in.AllowedOrigins != nil {
 		for _, o := range *in.AllowedOrigins {
@@ -177,6 +182,9 @@ func (in *ProjectInput) applyTo(r *projectRecord) {
 	}
 	if in.RetentionDays != nil {
 		r.RetentionDays = *in.RetentionDays
+	}
+	if in.SessionTimeoutMinutes != nil {
+		r.SessionTimeoutMinutes = *in.SessionTimeoutMinutes
 	}
 }
 

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/eventd/eventd/engine/analytics"
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/storage"
 )
 
@@ -97,6 +100,12 @@ func (e *Engine) Analytics(p *Principal, q analytics.Query) (any, error) {
 		return e.funnel(p, q)
 	case analytics.Goals:
 		return e.goalStats(p, q)
+	case analytics.Retention:
+		return e.retention(p, q)
+	case analytics.Paths:
+		return e.paths(p, q)
+	case analytics.Sessions:
+		return e.sessions(p, q)
 	default:
 		return e.timeseries(p, q)
 	}
@@ -124,7 +133,19 @@ func value(m analytics.Metric, a *storage.Agg) float64 {
 func (e *Engine) aggQuery(p *Principal, q *analytics.Query, name string, bounds []int64) storage.AggQuery {
 	return storage.AggQuery{Dataset: p.dataset, Name: name, Property: q.Property,
 		Unique: q.Metric == analytics.UniqueVisitors, Bounds: bounds,
-		VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, MaxScan: MaxScanEvents}
+		VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, MaxScan: MaxScanEvents, Match: q.Match}
+}
+
+// scanLimit is the 422 of a query past MaxScanEvents, naming the parameter
+// that made it read raw events.
+func scanLimit(q *analytics.Query) error {
+	if q.Match != nil {
+		return &ScanLimitError{Param: "where", Message: fmt.Sprintf(
+			"A where= filter reads every event of the range, and it holds more than %d; "+
+				"narrow from/to or add an event or visitor_id filter", MaxScanEvents)}
+	}
+	return &ScanLimitError{Param: "visitor_id", Message: fmt.Sprintf(
+		"This visitor has more than %d events in the range; narrow from/to", MaxScanEvents)}
 }
 
 func (e *Engine) timeseries(p *Principal, q analytics.Query) (*TimeseriesResult, error) {
@@ -152,8 +173,7 @@ func (e *Engine) timeseries(p *Principal, q analytics.Query) (*TimeseriesResult,
 func (e *Engine) aggregate(p *Principal, q *analytics.Query, bounds []int64) ([]storage.Agg, error) {
 	aggs, err := e.db.Aggregate(e.aggQuery(p, q, q.Event, bounds))
 	if errors.Is(err, storage.ErrScanLimit) {
-		return nil, &ScanLimitError{Param: "visitor_id", Message: fmt.Sprintf(
-			"This visitor has more than %d events in the range; narrow from/to", MaxScanEvents)}
+		return nil, scanLimit(q)
 	}
 	return aggs, err
 }
@@ -178,7 +198,7 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 		groups, total, err := e.db.GroupByProperty(storage.GroupQuery{Dataset: p.dataset, Name: q.Event,
 			VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, From: q.From, To: q.To,
 			GroupBy: q.GroupProperty, Property: q.Property, Unique: q.Metric == analytics.UniqueVisitors,
-			Persons: true, MaxScan: MaxScanEvents})
+			Persons: true, MaxScan: MaxScanEvents, Match: q.Match})
 		if errors.Is(err, storage.ErrScanLimit) {
 			return nil, &ScanLimitError{Param: "group_by", Message: fmt.Sprintf(
 				"A breakdown by a property reads every event of the range, and this range holds more than %d; "+
@@ -210,8 +230,7 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 	for _, name := range names {
 		aggs, err := e.db.Aggregate(e.aggQuery(p, &q, name, bounds))
 		if errors.Is(err, storage.ErrScanLimit) {
-			return nil, &ScanLimitError{Param: "visitor_id", Message: fmt.Sprintf(
-				"This visitor has more than %d events in the range; narrow from/to", MaxScanEvents)}
+			return nil, scanLimit(&q)
 		}
 		if err != nil {
 			return nil, err
@@ -332,6 +351,248 @@ func (e *Engine) goalStats(p *Principal, q analytics.Query) (*GoalsResult, error
 			return nil, err
 		}
 		res.Data = append(res.Data, GoalStat{GoalID: g.ID, Name: g.Name, Completions: c, Visitors: v})
+	}
+	return res, nil
+}
+
+// RetentionResult is the answer to type=retention.
+type RetentionResult struct {
+	Type    string         `json:"type"`
+	Period  string         `json:"period"`
+	Cohorts []CohortResult `json:"cohorts"`
+}
+
+// CohortResult is one row of the retention triangle.
+type CohortResult struct {
+	Start    string `json:"start"`
+	Size     int    `json:"size"`
+	Returned []int  `json:"returned"`
+}
+
+// retention reads the cohort event's occurrences in [from, to] and the
+// return event's from the first cohort's period to the last period that
+// can count, both from the name index (no record is read), groups linked
+// ids into persons, and builds the triangle; at most MaxScanEvents index
+// entries in all.
+func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, error) {
+	now := time.Now().UnixMilli()
+	end := q.Period.Floor(q.To)
+	for range q.Periods {
+		end = q.Period.Next(end)
+	}
+	end = min(end-1, now)
+	byName := map[string]map[string][]analytics.Occ{}
+	scanned := 0
+	scan := func(key, name string, from, to int64) error {
+		occs := byName[key]
+		if occs == nil {
+			occs = map[string][]analytics.Occ{}
+			byName[key] = occs
+		}
+		n, err := e.db.StepOccurrences(p.dataset, name, "", false, from, to, MaxScanEvents-scanned, func(o storage.Occurrence) {
+			occs[o.Visitor] = append(occs[o.Visitor], analytics.Occ{TS: o.Timestamp, ID: o.ID})
+		})
+		scanned += n
+		if errors.Is(err, storage.ErrScanLimit) || scanned > MaxScanEvents {
+			return &ScanLimitError{Param: "cohort_event", Message: fmt.Sprintf(
+				"The cohort and return events have more than %d occurrences in the range; narrow from/to", MaxScanEvents)}
+		}
+		return err
+	}
+	if err := scan("cohort", q.CohortEvent, q.From, q.To); err != nil {
+		return nil, err
+	}
+	if err := scan("return", q.ReturnEvent, q.Period.Floor(q.From), end); err != nil {
+		return nil, err
+	}
+	if err := e.byPerson(p.dataset, byName); err != nil {
+		return nil, err
+	}
+	firsts := make(map[string]int64, len(byName["cohort"]))
+	for person, occs := range byName["cohort"] {
+		first := occs[0].TS
+		for _, o := range occs[1:] {
+			first = min(first, o.TS)
+		}
+		firsts[person] = first
+	}
+	returns := make(map[string][]int64, len(byName["return"]))
+	for person, occs := range byName["return"] {
+		if _, ok := firsts[person]; !ok {
+			continue
+		}
+		for _, o := range occs {
+			returns[person] = append(returns[person], o.TS)
+		}
+	}
+	res := &RetentionResult{Type: "retention", Period: q.Period.String(), Cohorts: []CohortResult{}}
+	for _, c := range analytics.RetentionCohorts(firsts, returns, q.Period, q.Periods, now) {
+		res.Cohorts = append(res.Cohorts, CohortResult{Start: msText(c.Start), Size: c.Size, Returned: c.Returned})
+	}
+	return res, nil
+}
+
+// PathsResult is the answer to type=paths.
+type PathsResult struct {
+	Type        string                 `json:"type"`
+	StartEvent  string                 `json:"start_event,omitempty"`
+	EndEvent    string                 `json:"end_event,omitempty"`
+	Steps       int                    `json:"steps"`
+	Transitions []analytics.Transition `json:"transitions"`
+}
+
+// paths finds the visitors who did the start (or end) event in [from, to]
+// from its name index, reads each one's events of the range from the
+// visitor index (the record too for a pageview, whose label is its page
+// path), and counts the transitions; at most MaxScanEvents index entries.
+func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
+	anchor := q.StartEvent
+	if anchor == "" {
+		anchor = q.EndEvent
+	}
+	tooMany := &ScanLimitError{Param: "from", Message: fmt.Sprintf(
+		"The visitors of this path have more than %d events in the range; narrow from/to", MaxScanEvents)}
+	visitors := map[string]bool{}
+	scanned, err := e.db.StepOccurrences(p.dataset, anchor, "", false, q.From, q.To, MaxScanEvents, func(o storage.Occurrence) {
+		visitors[o.Visitor] = true
+	})
+	if errors.Is(err, storage.ErrScanLimit) {
+		return nil, tooMany
+	}
+	if err != nil {
+		return nil, err
+	}
+	seqs := make([][]analytics.PathNode, 0, len(visitors))
+	for v := range visitors {
+		evs, err := e.db.VisitorEvents(p.dataset, v, q.From, q.To, MaxScanEvents-scanned)
+		if errors.Is(err, storage.ErrScanLimit) {
+			return nil, tooMany
+		}
+		if err != nil {
+			return nil, err
+		}
+		scanned += len(evs)
+		seq := make([]analytics.PathNode, len(evs))
+		for i, ev := range evs {
+			seq[i] = analytics.PathNode{Name: ev.Name, Label: ev.Name}
+			if ev.Name == "pageview" {
+				seq[i].Label = e.pagePath(p.dataset, ev.ID)
+			}
+		}
+		seqs = append(seqs, seq)
+	}
+	return &PathsResult{Type: "paths", StartEvent: q.StartEvent, EndEvent: q.EndEvent, Steps: q.PathSteps,
+		Transitions: analytics.PathTransitions(seqs, q.StartEvent, q.EndEvent, q.PathSteps, q.Limit)}, nil
+}
+
+// pagePath labels a pageview with its page path: the "path" property t.js
+// sends, else the path of Segment's context.page; "pageview" without one.
+func (e *Engine) pagePath(ds uint32, id storage.ID) string {
+	ev, err := e.db.GetEvent(ds, id)
+	if err != nil {
+		return "pageview"
+	}
+	return pageOf(ev.Properties)
+}
+
+// pageOf is a pageview's page path: the "path" property t.js sends, else
+// Segment's context.page.path; "pageview" without one.
+func pageOf(props []byte) string {
+	for _, path := range [][]string{{"path"}, {"$context", "page", "path"}} {
+		v := props
+		ok := true
+		for _, seg := range path {
+			if v, ok = event.Lookup(v, seg); !ok {
+				break
+			}
+		}
+		if s, isStr := event.StringValue(v); ok && isStr && strings.HasPrefix(s, "/") {
+			return s
+		}
+	}
+	return "pageview"
+}
+
+// SessionsResult is the answer to type=sessions: per bucket, or (group_by
+// entry_page or exit_page) sessions per page.
+type SessionsResult struct {
+	Type     string                   `json:"type"`
+	Interval string                   `json:"interval,omitempty"`
+	GroupBy  string                   `json:"group_by,omitempty"`
+	Total    analytics.SessionStats   `json:"total"`
+	Data     []analytics.SessionStats `json:"data,omitempty"`
+	Rows     []analytics.Row          `json:"rows,omitempty"`
+}
+
+// sessions cuts the visitors' events into sessions (a gap over the timeout
+// ends one: the project's session_timeout_minutes) and counts those that
+// start in [from, to]. Events up to a
+// timeout before from are read too, so a session running into the range is
+// not counted as a new one; at most MaxScanEvents events.
+func (e *Engine) sessions(p *Principal, q analytics.Query) (*SessionsResult, error) {
+	timeout := int64(p.project.rec.Load().sessionTimeout()) * 60_000
+	hits := map[string][]analytics.Hit{}
+	err := e.db.EventsInRange(p.dataset, q.From-timeout, q.To, MaxScanEvents, func(ev *storage.Event) {
+		if !ev.HasVisitor {
+			return
+		}
+		h := analytics.Hit{TS: ev.Timestamp, Pageview: ev.Name == "pageview"}
+		if h.Pageview {
+			if h.Page = pageOf(ev.Properties); h.Page == "pageview" {
+				h.Page = ""
+			}
+		}
+		hits[ev.VisitorID] = append(hits[ev.VisitorID], h)
+	})
+	if errors.Is(err, storage.ErrScanLimit) {
+		return nil, &ScanLimitError{Param: "from", Message: fmt.Sprintf(
+			"Sessions read every event of the range, and it holds more than %d; narrow from/to", MaxScanEvents)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	all := analytics.SplitSessions(hits, timeout)
+	in := all[:0]
+	for _, s := range all {
+		if s.Start >= q.From && s.Start <= q.To {
+			in = append(in, s)
+		}
+	}
+	res := &SessionsResult{Type: "sessions", Total: analytics.Stats(in)}
+	if q.GroupBy != "" {
+		res.GroupBy = q.GroupBy
+		counts := map[string]int{}
+		for _, s := range in {
+			page := s.Entry
+			if q.GroupBy == "exit_page" {
+				page = s.Exit
+			}
+			if page != "" {
+				counts[page]++
+			}
+		}
+		rows := make([]analytics.Row, 0, len(counts))
+		for k, n := range counts {
+			rows = append(rows, analytics.Row{Key: k, Value: float64(n)})
+		}
+		res.Rows = analytics.Top(rows, q.Limit)
+		return res, nil
+	}
+	starts, bounds, err := analytics.Buckets(q.From, q.To, q.Interval)
+	if err != nil {
+		return nil, &ParamError{Details: map[string]string{"interval": err.Error()}}
+	}
+	res.Interval = q.Interval.String()
+	byBucket := make([][]analytics.Session, len(starts))
+	for _, s := range in {
+		if i := slices.IndexFunc(bounds[1:], func(b int64) bool { return s.Start < b }); i >= 0 {
+			byBucket[i] = append(byBucket[i], s)
+		}
+	}
+	res.Data = make([]analytics.SessionStats, len(starts))
+	for i := range starts {
+		res.Data[i] = analytics.Stats(byBucket[i])
+		res.Data[i].Timestamp = msText(starts[i])
 	}
 	return res, nil
 }

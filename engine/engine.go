@@ -3,6 +3,7 @@ package engine
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -341,8 +342,20 @@ func (e *Engine) List(p *Principal, q storage.ListQuery) ([]storage.Event, int64
 	// Events before the retention cutoff are gone, but the day counters that
 	// cover them are kept for charts: start there so totals stay exact.
 	q.From = max(q.From, p.cutoff(time.Now()))
-	return e.db.List(q)
+	if q.Match != nil {
+		q.MaxScan = MaxListScan
+	}
+	events, total, err := e.db.List(q)
+	if errors.Is(err, storage.ErrScanLimit) {
+		return nil, 0, &ScanLimitError{Param: "where", Message: fmt.Sprintf(
+			"A where= filter reads every event of the range, and it has more than %d; narrow from/to or add event= or visitor_id=", MaxListScan)}
+	}
+	return events, total, err
 }
+
+// MaxListScan bounds the records one filtered GET /events reads (about a
+// second of point reads on a loaded store); past it the answer is 422.
+const MaxListScan = 200_000
 
 // Subscribe registers a live subscriber on p's dataset and waits until it is in place.
 func (e *Engine) Subscribe(p *Principal, sub actors.Subscriber) {

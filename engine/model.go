@@ -35,8 +35,14 @@ type Project struct {
 	CustomLimits   *ratelimit.Limits `json:"custom_limits"`
 	AllowedOrigins []string          `json:"allowed_origins"`
 	RetentionDays  Retention         `json:"retention_days"`
-	CreatedAt      string            `json:"created_at"`
+	// SessionTimeoutMinutes ends a visitor's session after this long
+	// without an event (type=sessions).
+	SessionTimeoutMinutes int    `json:"session_timeout_minutes"`
+	CreatedAt             string `json:"created_at"`
 }
+
+// DefaultSessionTimeoutMinutes is a new project's session timeout.
+const DefaultSessionTimeoutMinutes = 30
 
 // Retention is how many days of events a project keeps per environment; 0 keeps everything.
 type Retention struct {
@@ -54,6 +60,16 @@ type projectRecord struct {
 	CreatedAt      string            `json:"created_at"`
 	Datasets       [2]uint32         `json:"datasets"` // live, test
 	RetentionDays  Retention         `json:"retention_days"`
+	// SessionTimeoutMinutes: 0 (records from before it existed) means the default.
+	SessionTimeoutMinutes int `json:"session_timeout_minutes,omitempty"`
+}
+
+// sessionTimeout is the project's session timeout in minutes.
+func (r *projectRecord) sessionTimeout() int {
+	if r.SessionTimeoutMinutes == 0 {
+		return DefaultSessionTimeoutMinutes
+	}
+	return r.SessionTimeoutMinutes
 }
 
 // projectState is the live view of a project; fields read on the hot path are atomic.
@@ -90,7 +106,7 @@ func (p *projectState) view() Project {
 		origins = []string{}
 	}
 	return Project{ID: r.ID, Name: r.Name, Plan: r.Plan, Limits: *p.limits.Load(), CustomLimits: r.CustomLimits,
-		AllowedOrigins: origins, RetentionDays: r.RetentionDays, CreatedAt: r.CreatedAt}
+		AllowedOrigins: origins, RetentionDays: r.RetentionDays, SessionTimeoutMinutes: r.sessionTimeout(), CreatedAt: r.CreatedAt}
 }
 
 // Key is an API key as the admin API lists it; the secret text is never kept.

@@ -63,7 +63,7 @@ func (s *Server) adminImport(ctx *fasthttp.RequestCtx) {
 
 // adminExport streams the events of a range as NDJSON, oldest first.
 func (s *Server) adminExport(ctx *fasthttp.RequestCtx) {
-	q, fail := parseListQuery(ctx.QueryArgs())
+	q, fail := parseListQuery(ctx.QueryArgs(), "environment")
 	if fail != nil {
 		writeError(ctx, fail)
 		return

@@ -2,6 +2,7 @@ package http
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -32,14 +33,25 @@ func (s *Server) handleAnalytics(ctx *fasthttp.RequestCtx) {
 	s.answerAnalytics(ctx, p, q)
 }
 
-// parseAnalytics reads the query parameters; every bad one is named in details.
-func parseAnalytics(ctx *fasthttp.RequestCtx) (analytics.Query, *apiError) {
+// parseAnalytics reads the query parameters; every bad one is named in
+// details. extra are further parameters the caller reads (the dashboard's
+// environment).
+func parseAnalytics(ctx *fasthttp.RequestCtx, extra ...string) (analytics.Query, *apiError) {
 	args := ctx.QueryArgs()
 	q, details := analytics.Parse(func(name string) (string, bool) {
 		v := args.Peek(name)
 		return string(v), v != nil
 	}, time.Now().UnixMilli())
-	if details != nil {
+	if details == nil {
+		details = map[string]string{}
+	}
+	if _, used := details["where"]; !used {
+		if f := parseWhere(args, details); len(f) > 0 {
+			q.Match = f.Match
+		}
+	}
+	addUnknownParams(details, args, func(name string) bool { return analytics.IsParam(name) || slices.Contains(extra, name) })
+	if len(details) > 0 {
 		return q, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: details}
 	}
 	return q, nil
@@ -48,6 +60,17 @@ func parseAnalytics(ctx *fasthttp.RequestCtx) (analytics.Query, *apiError) {
 // answerAnalytics runs a parsed query over p's dataset and writes the answer or its error.
 func (s *Server) answerAnalytics(ctx *fasthttp.RequestCtx, p *engine.Principal, q analytics.Query) {
 	res, err := s.eng.Analytics(p, q)
+	if err != nil {
+		s.writeQueryError(ctx, err)
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, res)
+}
+
+// writeQueryError answers a read's failure: 400 for a parameter that
+// refers to nothing, 422 for a query past its scan bound, else as
+// writeEngineError.
+func (s *Server) writeQueryError(ctx *fasthttp.RequestCtx, err error) {
 	var pe *engine.ParamError
 	var se *engine.ScanLimitError
 	switch {
@@ -56,9 +79,7 @@ func (s *Server) answerAnalytics(ctx *fasthttp.RequestCtx, p *engine.Principal, 
 	case errors.As(err, &se):
 		writeError(ctx, &apiError{status: fasthttp.StatusUnprocessableEntity, code: codeValidation, message: se.Message,
 			details: map[string]string{se.Param: "too many raw events to scan"}})
-	case err != nil:
-		s.writeEngineError(ctx, err)
 	default:
-		writeJSON(ctx, fasthttp.StatusOK, res)
+		s.writeEngineError(ctx, err)
 	}
 }

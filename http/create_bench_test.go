@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/enrich"
 	"github.com/eventd/eventd/engine/ratelimit"
 )
 
@@ -27,11 +28,32 @@ const benchEvent = `{"event":"purchase","visitor_id":"v_1","properties":{"amount
 //	go test -run '^$' -bench CreateEvent -benchmem -cpu 2 ./http/
 func BenchmarkCreateEvent(b *testing.B) {
 	for _, kind := range []string{engine.Secret, engine.Public} {
-		b.Run(kind, func(b *testing.B) { benchCreate(b, kind) })
+		b.Run(kind, func(b *testing.B) { benchCreate(b, kind, benchEvent, "", nil) })
 	}
 }
 
-func benchCreate(b *testing.B, kind string) {
+// benchPageview is a t.js pageview's properties on a custom event name: a
+// public key's pageviews pass the per-IP pageview guard, which a benchmark
+// from one address would hit, and every public-key event is enriched alike.
+const benchPageview = `{"event":"view","visitor_id":"v_1","properties":{"url":"https://shop.example/p?utm_source=newsletter&utm_medium=email","path":"/p","referrer":"https://www.google.com/","title":"P","screen_width":1440,"screen_height":900}}`
+
+// BenchmarkCreateEnriched is BenchmarkCreateEvent with the enrichment on
+// (as serve runs it): the bench's single scenario (secret key, purchase:
+// not enriched) and a public key's event with a browser User-Agent, url and
+// referrer (enriched, the user agent cached after the first request), and
+// the same without an Enricher for comparison.
+func BenchmarkCreateEnriched(b *testing.B) {
+	en, err := enrich.New(enrich.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const chrome = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36"
+	b.Run("secret-purchase", func(b *testing.B) { benchCreate(b, engine.Secret, benchEvent, "", en) })
+	b.Run("public-view-off", func(b *testing.B) { benchCreate(b, engine.Public, benchPageview, chrome, nil) })
+	b.Run("public-view-on", func(b *testing.B) { benchCreate(b, engine.Public, benchPageview, chrome, en) })
+}
+
+func benchCreate(b *testing.B, kind, body, ua string, en *enrich.Enricher) {
 	eng, err := engine.Open(engine.Config{DataDir: "/bench", FS: vfs.NewMem()})
 	if err != nil {
 		b.Fatal(err)
@@ -47,7 +69,7 @@ func benchCreate(b *testing.B, kind string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := New(Config{Engine: eng, AdminToken: "t"})
+	s := New(Config{Engine: eng, AdminToken: "t", Enricher: en})
 	ln := fasthttputil.NewInmemoryListener()
 	go func() { _ = s.ServePublic(ln) }()
 	defer func() { _ = s.Shutdown() }()
@@ -65,7 +87,10 @@ func benchCreate(b *testing.B, kind string) {
 		req.SetRequestURI("http://eventd/events")
 		req.Header.SetContentType("application/json")
 		req.Header.Set(fasthttp.HeaderAuthorization, auth)
-		req.SetBodyString(benchEvent)
+		if ua != "" {
+			req.Header.SetUserAgent(ua)
+		}
+		req.SetBodyString(body)
 		for pb.Next() {
 			if err := c.Do(req, resp); err != nil {
 				b.Error(err)

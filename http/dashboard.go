@@ -418,7 +418,7 @@ func (s *Server) adminAnalytics(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fail)
 		return
 	}
-	q, fail := parseAnalytics(ctx)
+	q, fail := parseAnalytics(ctx, "environment")
 	if fail != nil {
 		writeError(ctx, fail)
 		return

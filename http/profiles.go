@@ -9,7 +9,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/eventd/eventd/engine"
-	"github.com/eventd/eventd/engine/ratelimit"
 )
 
 // Profiles (contract section 12): GET /profiles/{id} on the public listener
@@ -36,15 +35,8 @@ func pathTail(ctx *fasthttp.RequestCtx, n int) (string, bool) {
 }
 
 func (s *Server) handleProfile(ctx *fasthttp.RequestCtx) {
-	p, fail := s.authenticateRead(ctx)
+	p := s.startRead(ctx)
 	if p == nil {
-		return
-	}
-	if !s.admit(ctx, p, ratelimit.Standard) {
-		return
-	}
-	if fail != nil {
-		writeError(ctx, fail)
 		return
 	}
 	id, ok := pathTail(ctx, 1) // /profiles/{id}

@@ -126,6 +126,40 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx, limit int, h *heldBody) ([]b
 	return body, nil
 }
 
+// writeReq is a write request once its headers are judged and its body read.
+type writeReq struct {
+	p          *engine.Principal
+	receivedAt int64     // Unix ms, becomes created_at
+	admitted   bool      // counted already, by admitEarly
+	body       []byte    // the decoded body; nil when fail is set
+	fail       *apiError // the answer once the request is counted (refuse)
+	held       heldBody  // the body's bytes; the handler releases it
+}
+
+// startWrite does what every write route does before decoding: the key
+// (401), the Origin (a 403 to give once counted), a 429 from the headers
+// when the bucket is full, then the body up to limit bytes. It returns
+// false when it answered.
+func (s *Server) startWrite(ctx *fasthttp.RequestCtx, kind ratelimit.Kind, limit int, w *writeReq) bool {
+	if w.p = s.authenticate(ctx); w.p == nil {
+		return false
+	}
+	now := time.Now()
+	w.receivedAt = now.UnixMilli()
+	w.fail = checkOrigin(ctx, w.p)
+	if w.fail == nil {
+		w.fail = noParams(ctx.QueryArgs())
+	}
+	var ok bool
+	if w.admitted, ok = s.admitEarly(ctx, w.p, kind, now, w.fail); !ok {
+		return false
+	}
+	if w.fail == nil {
+		w.body, w.fail = s.readBody(ctx, limit, &w.held)
+	}
+	return true
+}
+
 // admitEarly answers 429 from the headers when p's bucket was already full:
 // the body is then never read. It returns false when it answered. A public
 // key is not refused here, as a pageview body counts in no plan bucket.
@@ -182,48 +216,41 @@ func (s *Server) pageviewGuard(ctx *fasthttp.RequestCtx, p *engine.Principal, al
 }
 
 func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
-	p := s.authenticate(ctx)
-	if p == nil {
+	var w writeReq
+	defer w.held.release()
+	if !s.startWrite(ctx, ratelimit.Standard, maxSingleBody, &w) {
 		return
 	}
-	now := time.Now()
-	receivedAt := now.UnixMilli()
-	fail := checkOrigin(ctx, p)
-	admitted, ok := s.admitEarly(ctx, p, ratelimit.Standard, now, fail)
-	if !ok {
-		return
-	}
-	var held heldBody
-	defer held.release()
+	p, receivedAt, fail := w.p, w.receivedAt, w.fail
 	var pending actors.Pending
 	var in event.Input
 	if fail == nil {
-		var body []byte
-		if body, fail = s.readBody(ctx, maxSingleBody, &held); fail == nil {
-			var sentAt int64
-			var hasSentAt bool
-			var prob *event.Problem
-			in, sentAt, hasSentAt, prob = event.DecodeSingle(body)
-			if prob == nil {
-				in.IdempotencyKey = string(ctx.Request.Header.Peek("Idempotency-Key"))
-				if len(in.IdempotencyKey) > event.MaxIdempotencyKeyLen {
-					prob = &event.Problem{Status: 400, Code: codeBadRequest, Message: "Invalid request data",
-						Details: map[string]string{"Idempotency-Key": "must be at most 255 characters"}}
-				}
+		var sentAt int64
+		var hasSentAt bool
+		var prob *event.Problem
+		in, sentAt, hasSentAt, prob = event.DecodeSingle(w.body)
+		if prob == nil {
+			in.IdempotencyKey = string(ctx.Request.Header.Peek("Idempotency-Key"))
+			if len(in.IdempotencyKey) > event.MaxIdempotencyKeyLen {
+				prob = &event.Problem{Status: 400, Code: codeBadRequest, Message: "Invalid request data",
+					Details: map[string]string{"Idempotency-Key": "must be at most 255 characters"}}
 			}
-			if prob == nil {
-				pending, prob = prepare(p, &in, receivedAt, sentAt, hasSentAt)
-			}
-			if prob != nil {
-				fail = problemError(prob)
-			}
+		}
+		if prob == nil {
+			pending, prob = prepare(p, &in, receivedAt, sentAt, hasSentAt)
+		}
+		if prob == nil {
+			s.enrichEvent(ctx, p, &pending, &enrichCtx{})
+		}
+		if prob != nil {
+			fail = problemError(prob)
 		}
 	}
 	if fail != nil {
-		s.refuse(ctx, p, ratelimit.Standard, fail, admitted)
+		s.refuse(ctx, p, ratelimit.Standard, fail, w.admitted)
 		return
 	}
-	res, ok := s.submitOne(ctx, p, pending, receivedAt, admitted)
+	res, ok := s.submitOne(ctx, p, pending, receivedAt, w.admitted)
 	if !ok {
 		return
 	}
@@ -247,32 +274,18 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
-	p := s.authenticate(ctx)
-	if p == nil {
+	var rq writeReq
+	defer rq.held.release()
+	if !s.startWrite(ctx, ratelimit.Batch, maxBatchBody, &rq) {
 		return
 	}
-	now := time.Now()
-	receivedAt := now.UnixMilli()
-	fail := checkOrigin(ctx, p)
-	admitted, ok := s.admitEarly(ctx, p, ratelimit.Batch, now, fail)
-	if !ok {
-		return
-	}
-	var held heldBody
-	defer held.release()
-	var entries []event.Entry
+	p, receivedAt, fail := rq.p, rq.receivedAt, rq.fail
 	if fail == nil {
-		var body []byte
-		if body, fail = s.readBody(ctx, maxBatchBody, &held); fail == nil {
-			var sentAt int64
-			var hasSentAt bool
-			var prob *event.Problem
-			entries, sentAt, hasSentAt, prob = event.DecodeBatch(body)
-			if prob != nil {
-				fail = problemError(prob)
-			}
-			w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Admitted: admitted}
+		entries, sentAt, hasSentAt, prob := event.DecodeBatch(rq.body)
+		if prob == nil {
+			w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Admitted: rq.admitted}
 			allPageviews := true
+			var ec enrichCtx
 			for i := range entries {
 				en := &entries[i]
 				if en.Problem != nil {
@@ -284,15 +297,15 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 					continue
 				}
 				allPageviews = allPageviews && en.Input.Name == "pageview"
+				s.enrichEvent(ctx, p, &pe, &ec)
 				w.Events = append(w.Events, pe)
 			}
-			if fail == nil {
-				s.commitBatch(ctx, p, entries, w, allPageviews)
-				return
-			}
+			s.commitBatch(ctx, p, entries, w, allPageviews)
+			return
 		}
+		fail = problemError(prob)
 	}
-	s.refuse(ctx, p, ratelimit.Batch, fail, admitted)
+	s.refuse(ctx, p, ratelimit.Batch, fail, rq.admitted)
 }
 
 // submitOne stores one prepared event (POST /events, a Segment single
@@ -410,16 +423,27 @@ func appendRejected(dst []byte, e *apiError) []byte {
 	return append(dst, body[1:]...) // drop the error object's opening brace
 }
 
-func (s *Server) handleGet(ctx *fasthttp.RequestCtx) {
+// startRead authenticates a read route without parameters to check and
+// counts it in the standard bucket; it returns nil when it answered (401,
+// 429, then a refused origin's or a public key's 403).
+func (s *Server) startRead(ctx *fasthttp.RequestCtx) *engine.Principal {
 	p, fail := s.authenticateRead(ctx)
-	if p == nil {
-		return
+	if p != nil && fail == nil {
+		fail = noParams(ctx.QueryArgs())
 	}
-	if !s.admit(ctx, p, ratelimit.Standard) {
-		return
+	if p == nil || !s.admit(ctx, p, ratelimit.Standard) {
+		return nil
 	}
 	if fail != nil {
 		writeError(ctx, fail)
+		return nil
+	}
+	return p
+}
+
+func (s *Server) handleGet(ctx *fasthttp.RequestCtx) {
+	p := s.startRead(ctx)
+	if p == nil {
 		return
 	}
 	idText, _ := ctx.UserValue("id").(string)
@@ -472,7 +496,7 @@ func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
 	}
 	var q storage.ListQuery
 	if fail == nil {
-		q, fail = parseListQuery(ctx.QueryArgs())
+		q, fail = parseListQuery(ctx.QueryArgs(), "where")
 	}
 	if !s.admit(ctx, p, ratelimit.Standard) {
 		return
@@ -483,7 +507,7 @@ func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
 	}
 	events, total, err := s.eng.List(p, q)
 	if err != nil {
-		s.writeEngineError(ctx, err)
+		s.writeQueryError(ctx, err)
 		return
 	}
 	buf := make([]byte, 0, 128+len(events)*128)
@@ -512,6 +536,9 @@ func (s *Server) handleVerify(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	fail := checkOrigin(ctx, p)
+	if fail == nil {
+		fail = noParams(ctx.QueryArgs())
+	}
 	if !s.admit(ctx, p, ratelimit.Standard) {
 		return
 	}
@@ -532,6 +559,9 @@ func (s *Server) handleRateLimit(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	fail := checkOrigin(ctx, p)
+	if fail == nil {
+		fail = noParams(ctx.QueryArgs())
+	}
 	rep, ok := s.admitReply(ctx, p, ratelimit.None, true)
 	if !ok {
 		return

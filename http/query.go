@@ -6,18 +6,55 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/filter"
 	"github.com/eventd/eventd/storage"
 )
 
-// parseListQuery reads GET /events parameters: every bad one is named in details.
-func parseListQuery(args *fasthttp.Args) (storage.ListQuery, *apiError) {
+// msgUnknownParam answers a query parameter a route does not take: a
+// misspelt filter must not silently return unfiltered data (contract
+// section 13).
+const msgUnknownParam = "is not a parameter of this route"
+
+// listParams are the parameters of GET /events.
+var listParams = []string{"limit", "offset", "event", "visitor_id", "from", "to"}
+
+// addUnknownParams names in d every query parameter that is not in known;
+// api_key (the key, for testing) is known everywhere.
+func addUnknownParams(d map[string]string, args *fasthttp.Args, known func(name string) bool) {
+	args.VisitAll(func(k, _ []byte) {
+		if name := string(k); name != "api_key" && !known(name) {
+			d[name] = msgUnknownParam
+		}
+	})
+}
+
+// noParams refuses any query parameter but api_key, on routes that take none.
+func noParams(args *fasthttp.Args) *apiError {
+	if args.Len() == 0 {
+		return nil
+	}
+	d := map[string]string{}
+	addUnknownParams(d, args, func(string) bool { return false })
+	if len(d) == 0 {
+		return nil
+	}
+	return &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: d}
+}
+
+// parseListQuery reads GET /events parameters: every bad one is named in
+// details. extra are further parameters the caller takes: "where" (the
+// property filters, which only GET /events applies) or the admin export's
+// environment.
+func parseListQuery(args *fasthttp.Args, extra ...string) (storage.ListQuery, *apiError) {
 	q := storage.ListQuery{Limit: 20, To: math.MaxInt64}
 	d := map[string]string{}
+	addUnknownParams(d, args, func(name string) bool { return slices.Contains(listParams, name) || slices.Contains(extra, name) })
 	if v := args.Peek("limit"); v != nil {
 		n, err := strconv.Atoi(string(v))
 		if err != nil || n < 1 || n > 100 {
@@ -61,6 +98,11 @@ func parseListQuery(args *fasthttp.Args) (storage.ListQuery, *apiError) {
 		}
 		q.To = ms
 	}
+	if slices.Contains(extra, "where") {
+		if f := parseWhere(args, d); len(f) > 0 {
+			q.Match = f.Match
+		}
+	}
 	if fromSet && d["from"] == "" && d["to"] == "" && q.From > q.To {
 		d["from"] = "must not be after to"
 	}
@@ -103,4 +145,24 @@ func gunzipLimited(body []byte, limit int) ([]byte, error) {
 		return nil, errTooLarge
 	}
 	return out, nil
+}
+
+// parseWhere reads the where= conditions (repeatable, ANDed); a bad one is
+// named in d under "where".
+func parseWhere(args *fasthttp.Args, d map[string]string) filter.Filter {
+	vals := args.PeekMulti("where")
+	if len(vals) > filter.MaxConditions {
+		d["where"] = "at most 10 conditions"
+		return nil
+	}
+	var f filter.Filter
+	for _, v := range vals {
+		c, err := filter.Parse(string(v))
+		if err != nil {
+			d["where"] = err.Error()
+			return nil
+		}
+		f = append(f, c)
+	}
+	return f
 }

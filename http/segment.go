@@ -2,7 +2,6 @@ package http
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -69,40 +68,33 @@ var segmentSuccess = []byte(`{"success":true}`)
 // reused with another message is 409, as the native Idempotency-Key.
 func (s *Server) handleSegment(typ event.SegmentType) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		p := s.authenticate(ctx)
-		if p == nil {
+		var w writeReq
+		defer w.held.release()
+		if !s.startWrite(ctx, ratelimit.Standard, event.MaxSegmentMessage, &w) {
 			return
 		}
-		now := time.Now()
-		receivedAt := now.UnixMilli()
-		fail := checkOrigin(ctx, p)
-		admitted, ok := s.admitEarly(ctx, p, ratelimit.Standard, now, fail)
-		if !ok {
-			return
-		}
-		var held heldBody
-		defer held.release()
+		p, receivedAt, fail := w.p, w.receivedAt, w.fail
 		var pending actors.Pending
 		if fail == nil {
-			var body []byte
-			if body, fail = s.readBody(ctx, event.MaxSegmentMessage, &held); fail == nil {
-				m, prob := event.DecodeSegmentMessage(body, typ, receivedAt)
-				if prob == nil {
-					prob = m.Problem
-				}
-				if prob == nil {
-					pending, prob = prepareSegment(p, &m, receivedAt)
-				}
-				if prob != nil {
-					fail = problemError(prob)
-				}
+			m, prob := event.DecodeSegmentMessage(w.body, typ, receivedAt)
+			if prob == nil {
+				prob = m.Problem
+			}
+			if prob == nil {
+				pending, prob = prepareSegment(p, &m, receivedAt)
+			}
+			if prob == nil {
+				s.enrichEvent(ctx, p, &pending, &enrichCtx{})
+			}
+			if prob != nil {
+				fail = problemError(prob)
 			}
 		}
 		if fail != nil {
-			s.refuse(ctx, p, ratelimit.Standard, fail, admitted)
+			s.refuse(ctx, p, ratelimit.Standard, fail, w.admitted)
 			return
 		}
-		res, ok := s.submitOne(ctx, p, pending, receivedAt, admitted)
+		res, ok := s.submitOne(ctx, p, pending, receivedAt, w.admitted)
 		if !ok {
 			return
 		}
@@ -121,37 +113,28 @@ func (s *Server) handleSegment(typ event.SegmentType) fasthttp.RequestHandler {
 // is stored (one atomic write, as a native batch), the others are listed in
 // "rejected" with their index; the answer is 200 either way.
 func (s *Server) handleSegmentBatch(ctx *fasthttp.RequestCtx) {
-	p := s.authenticate(ctx)
-	if p == nil {
+	var w writeReq
+	defer w.held.release()
+	if !s.startWrite(ctx, ratelimit.Batch, event.MaxSegmentBatch, &w) {
 		return
 	}
-	now := time.Now()
-	receivedAt := now.UnixMilli()
-	fail := checkOrigin(ctx, p)
-	admitted, ok := s.admitEarly(ctx, p, ratelimit.Batch, now, fail)
-	if !ok {
-		return
-	}
-	var held heldBody
-	defer held.release()
+	fail := w.fail
 	if fail == nil {
-		var body []byte
-		if body, fail = s.readBody(ctx, event.MaxSegmentBatch, &held); fail == nil {
-			msgs, prob := event.DecodeSegmentBatch(body, receivedAt)
-			if prob == nil {
-				s.commitSegmentBatch(ctx, p, msgs, receivedAt, admitted)
-				return
-			}
-			fail = problemError(prob)
+		msgs, prob := event.DecodeSegmentBatch(w.body, w.receivedAt)
+		if prob == nil {
+			s.commitSegmentBatch(ctx, w.p, msgs, w.receivedAt, w.admitted)
+			return
 		}
+		fail = problemError(prob)
 	}
-	s.refuse(ctx, p, ratelimit.Batch, fail, admitted)
+	s.refuse(ctx, w.p, ratelimit.Batch, fail, w.admitted)
 }
 
 func (s *Server) commitSegmentBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, msgs []event.SegmentMessage, receivedAt int64, admitted bool) {
 	w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Admitted: admitted,
 		Events: make([]actors.Pending, 0, len(msgs))}
 	allPageviews := true
+	var ec enrichCtx
 	for i := range msgs {
 		m := &msgs[i]
 		if m.Problem != nil {
@@ -163,6 +146,7 @@ func (s *Server) commitSegmentBatch(ctx *fasthttp.RequestCtx, p *engine.Principa
 			continue
 		}
 		allPageviews = allPageviews && pe.Event.Name == "pageview"
+		s.enrichEvent(ctx, p, &pe, &ec)
 		w.Events = append(w.Events, pe)
 	}
 	rep, ok := s.submitMany(ctx, p, w, allPageviews)

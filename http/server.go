@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/enrich"
 	"github.com/eventd/eventd/engine/metrics"
 )
 
@@ -61,6 +62,9 @@ type Config struct {
 	// the field's default, logs every request (serve passes no AccessLog
 	// for --access-log-sample 0).
 	AccessLogSample float64
+	// Enricher sets the web-analytics properties at ingest (enrich.go);
+	// nil sets none (serve always passes one).
+	Enricher *enrich.Enricher
 }
 
 // Server holds the public and the admin fasthttp servers.
@@ -95,6 +99,7 @@ type Server struct {
 	bodies, adminBodies *bodyBudget
 	adminBodyTimeout    time.Duration
 	access              *accessLog // nil when off
+	enricher            *enrich.Enricher
 }
 
 // New builds both servers; call Serve with listeners to start them.
@@ -111,6 +116,7 @@ func New(cfg Config) *Server {
 		adminToken: []byte(cfg.AdminToken),
 		metrics:    cfg.Engine.Metrics(),
 		reqPrefix:  "req_" + hex.EncodeToString(seed[:]),
+		enricher:   cfg.Enricher,
 	}
 	s.streamPing, s.streamPong, s.streamQueue, s.streamLinger = cfg.StreamPing, cfg.StreamPong, cfg.StreamQueue, cfg.StreamLinger
 	if s.streamPing <= 0 {

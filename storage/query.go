@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"math"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -26,12 +27,20 @@ type ListQuery struct {
 	From, To   int64 // inclusive Unix ms; To = math.MaxInt64 for no bound
 	Limit      int
 	Offset     int
+	// Match, when set, keeps only the events whose properties it accepts
+	// (where= filters). The records are then read one by one, at most
+	// MaxScan of them: past it List fails with ErrScanLimit.
+	Match   func(props []byte) bool
+	MaxScan int
 }
 
 // List returns one page of matching events and the exact number of matches.
 // Without a visitor filter the total comes from the counters plus scans of at
 // most two partial minutes; with one it counts the visitor's index entries.
 func (d *DB) List(q ListQuery) ([]Event, int64, error) {
+	if q.Match != nil {
+		return d.listMatching(q)
+	}
 	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
 	lower, upper := rangeBounds(prefix, q.From, q.To)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
@@ -154,4 +163,48 @@ func (d *DB) EventsAfter(ds uint32, after ID, limit int, fn func(*Event) bool) e
 		}
 	}
 	return it.Close()
+}
+
+// listMatching is List with a property filter: no counter knows how many
+// events match, so every record in the range is read and matched, newest
+// first, to give the page and the exact total; at most q.MaxScan records.
+func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
+	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
+	lower, upper := rangeBounds(prefix, q.From, q.To)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer it.Close()
+	nameFilter := q.HasVisitor && q.Name != ""
+	events := make([]Event, 0, q.Limit)
+	var matched int64
+	scanned := 0
+	for it.Last(); it.Valid(); it.Prev() {
+		if nameFilter && string(it.Value()) != q.Name {
+			continue
+		}
+		if scanned++; scanned > q.MaxScan {
+			return nil, 0, ErrScanLimit
+		}
+		_, id, ok := tsIDSuffix(it.Key())
+		if !ok {
+			return nil, 0, errCorrupt
+		}
+		e, err := d.GetEvent(q.Dataset, id)
+		if errors.Is(err, ErrNotFound) {
+			continue // erased between the index entry and its record
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		if !q.Match(e.Properties) {
+			continue
+		}
+		matched++
+		if matched > int64(q.Offset) && len(events) < q.Limit {
+			events = append(events, e)
+		}
+	}
+	return events, matched, it.Error()
 }

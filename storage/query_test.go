@@ -483,3 +483,54 @@ func TestEventsAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestListMatching: a property filter pages and totals only the matching
+// events, newest first, within the name index when one is given, and
+// refuses to read more than MaxScan records.
+func TestListMatching(t *testing.T) {
+	db := openTestDB(t, "")
+	b := db.NewBatch()
+	for i := 1; i <= 30; i++ {
+		plan := "free"
+		if i%3 == 0 {
+			plan = "pro"
+		}
+		name := "signup"
+		if i%2 == 0 {
+			name = "login"
+		}
+		e := Event{ID: testID(uint64(i)), Name: name, Timestamp: int64(planDay) + int64(i)*1000,
+			Properties: []byte(`{"plan":"` + plan + `"}`)}
+		b.AddEvent(1, &e)
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	pro := func(p []byte) bool { return string(p) == `{"plan":"pro"}` }
+	tests := []struct {
+		name        string
+		q           ListQuery
+		wantTotal   int64
+		wantFirstTS int64 // seconds after planDay of the first event of the page
+		wantLen     int
+	}{
+		{"all names", ListQuery{Limit: 4}, 10, 30, 4},
+		{"offset", ListQuery{Limit: 4, Offset: 8}, 10, 6, 2},
+		{"one name", ListQuery{Name: "signup", Limit: 10}, 5, 27, 5},
+	}
+	for _, tc := range tests {
+		q := tc.q
+		q.Dataset, q.To, q.Match, q.MaxScan = 1, math.MaxInt64, pro, 1000
+		events, total, err := db.List(q)
+		if err != nil || total != tc.wantTotal || len(events) != tc.wantLen {
+			t.Fatalf("%s: %d events, total %d, %v", tc.name, len(events), total, err)
+		}
+		if first := (events[0].Timestamp - int64(planDay)) / 1000; first != tc.wantFirstTS {
+			t.Errorf("%s: first event at +%d s, want +%d", tc.name, first, tc.wantFirstTS)
+		}
+	}
+	if _, _, err := db.List(ListQuery{Dataset: 1, To: math.MaxInt64, Limit: 10, Match: pro, MaxScan: 29}); !errors.Is(err, ErrScanLimit) {
+		t.Fatalf("30 events with MaxScan 29: %v", err)
+	}
+}

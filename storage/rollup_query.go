@@ -40,6 +40,10 @@ type AggQuery struct {
 	HasVisitor bool
 	// MaxScan bounds the raw events a visitor filter may read (0: no bound).
 	MaxScan int
+	// Match, when set, counts only the events whose properties it accepts
+	// (where= filters): no rollup knows them, so the raw events of the
+	// range are read, at most MaxScan.
+	Match func(props []byte) bool
 }
 
 // Aggregate computes one Agg per bucket. Without a visitor filter it reads
@@ -56,6 +60,9 @@ func (d *DB) Aggregate(q AggQuery) ([]Agg, error) {
 		for i := range out {
 			out[i].Sketch = &Sketch{}
 		}
+	}
+	if q.Match != nil {
+		return out, d.matchAggregate(q, out)
 	}
 	if q.HasVisitor {
 		return out, d.visitorAggregate(q, out)
@@ -296,6 +303,55 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 	return err
 }
 
+// matchAggregate is Aggregate over raw events with a property filter: every
+// event of the range (of the name or visitor index when given) is read and
+// matched. Without a visitor the counters say up front whether the range is
+// past MaxScan, so such a query fails at once rather than after reading.
+func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
+	from, to := max(q.Bounds[0], 0), q.Bounds[len(q.Bounds)-1]-1
+	if !q.HasVisitor && q.MaxScan > 0 {
+		n, err := d.Count(q.Dataset, q.Name, from, to)
+		if err != nil {
+			return err
+		}
+		if n > int64(q.MaxScan) {
+			return ErrScanLimit
+		}
+	}
+	sums := make([]sumValue, len(out))
+	scanned := 0
+	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
+	err := d.scanIndex(prefix, from, to, func(ts int64, id ID, value []byte) error {
+		if q.HasVisitor && q.Name != "" && string(value) != q.Name {
+			return nil
+		}
+		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
+			return ErrScanLimit
+		}
+		i := sort.Search(len(q.Bounds), func(i int) bool { return q.Bounds[i] > ts }) - 1
+		if i < 0 || i >= len(out) {
+			return nil
+		}
+		ev, err := d.GetEvent(q.Dataset, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil // erased between the index entry and its record
+		}
+		if err != nil {
+			return err
+		}
+		if !q.Match(ev.Properties) {
+			return nil
+		}
+		out[i].Count++
+		addEventTo(&q, &ev, &out[i], &sums[i])
+		return nil
+	})
+	for i := range sums {
+		out[i].Sum, out[i].N = sums[i].total(), sums[i].n
+	}
+	return err
+}
+
 // scanIndex walks the index entries under prefix with timestamps in [from, to], oldest first.
 func (d *DB) scanIndex(prefix []byte, from, to int64, fn func(ts int64, id ID, value []byte) error) error {
 	lo, hi := rangeBounds(prefix, from, to)
@@ -364,6 +420,8 @@ type GroupQuery struct {
 	// query runs say (identity.go).
 	Persons bool
 	MaxScan int // raw events read past which ErrScanLimit is returned (0: no bound)
+	// Match, when set, keeps only the events whose properties it accepts.
+	Match func(props []byte) bool
 }
 
 // GroupByProperty scans the raw events of the range (there is no rollup per
@@ -409,6 +467,9 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 		ev, err := d.GetEvent(q.Dataset, id)
 		if err != nil {
 			return err
+		}
+		if q.Match != nil && !q.Match(ev.Properties) {
+			return nil
 		}
 		if persons != nil && ev.HasVisitor {
 			if ev.VisitorID, err = persons.Person(ev.VisitorID); err != nil {
@@ -565,4 +626,35 @@ func (d *DB) VisitorEvents(ds uint32, visitor string, from, to int64, limit int)
 		return nil
 	})
 	return out, err
+}
+
+// EventsInRange calls fn with every event of ds with a timestamp in [from,
+// to], oldest first (the time index, then each record); more than maxScan
+// (0: no bound) returns ErrScanLimit, checked up front from the counters.
+func (d *DB) EventsInRange(ds uint32, from, to int64, maxScan int, fn func(*Event)) error {
+	from = max(from, 0)
+	if maxScan > 0 {
+		n, err := d.Count(ds, "", from, to)
+		if err != nil {
+			return err
+		}
+		if n > int64(maxScan) {
+			return ErrScanLimit
+		}
+	}
+	scanned := 0
+	return d.scanIndex(appendDataset(nil, prefixTime, ds), from, to, func(_ int64, id ID, _ []byte) error {
+		if scanned++; maxScan > 0 && scanned > maxScan {
+			return ErrScanLimit
+		}
+		ev, err := d.GetEvent(ds, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil // erased between the index entry and its record
+		}
+		if err != nil {
+			return err
+		}
+		fn(&ev)
+		return nil
+	})
 }

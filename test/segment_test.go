@@ -338,6 +338,25 @@ func TestSegmentHTTP(t *testing.T) {
 		}
 	})
 
+	t.Run("event definitions apply to mapped events", func(t *testing.T) {
+		def := map[string]any{"name": "Plan_Chosen", "properties": []any{
+			map[string]any{"name": "plan", "type": "string", "required": true}}}
+		wantStatus(t, s.AdminDo(t, "POST", "/admin/v1/projects/"+proj+"/event-definitions", def), 201)
+		e := wantError(t, Do(t, "POST", s.Public+"/v1/track", "", track("d-1", "Plan Chosen", nil), auth), 422, "validation_error", "")
+		if e["details"].(map[string]any)["properties.plan"] == nil {
+			t.Errorf("422 details %v", e["details"])
+		}
+		r := Do(t, "POST", s.Public+"/v1/batch", "", map[string]any{"batch": []any{
+			track("d-2", "Plan Chosen", map[string]any{"plan": "pro"}), track("d-3", "Plan Chosen", nil)}}, auth)
+		wantStatus(t, r, 200)
+		if !strings.Contains(string(r.Body), `"rejected":[{"index":1,"error":"validation_error"`) {
+			t.Errorf("batch with one invalid message: %s", r.Body)
+		}
+		if _, total := segmentEvents(t, s, secret, "event=Plan_Chosen"); total != 1 {
+			t.Errorf("Plan_Chosen: %d events, want 1", total)
+		}
+	})
+
 	t.Run("analytics.js metrics are accepted and dropped", func(t *testing.T) {
 		r := Do(t, "POST", s.Public+"/v1/m", "", `{"series":[{"type":"Counter","metric":"analytics_js.invoke","value":1}]}`,
 			"Content-Type: text/plain", "Origin: https://shop.example")

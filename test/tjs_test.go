@@ -326,6 +326,22 @@ func TestTJSBrowser(t *testing.T) {
 		if _, ok := pr["screen_height"].(float64); !ok {
 			t.Fatalf("screen_height %v", pr["screen_height"])
 		}
+		// Enriched at ingest from the browser's own User-Agent (a public
+		// key): headless Chromium says HeadlessChrome, which crawler lists
+		// call a bot, flagged and stored all the same.
+		t.Logf("enriched: $browser %v, $os %v, $device %v, $bot %v", pr["$browser"], pr["$os"], pr["$device"], pr["$bot"])
+		switch b := pr["$browser"]; b {
+		case "HeadlessChrome":
+			if pr["$bot"] != true || pr["$device"] != "bot" {
+				t.Fatalf("headless pageview not flagged: %v", pr)
+			}
+		case "Chrome", "Chromium":
+		default:
+			t.Fatalf("$browser %v: %v", b, pr)
+		}
+		if pr["$os"] != "Linux" || pr["$referrer_source"] != "email" {
+			t.Fatalf("enrichment %v", pr)
+		}
 		// eventdq calls made before the script loaded were replayed.
 		q := tjsWait(t, s, sk, "event=queued_before_load", 1, 5*time.Second)
 		if q[0].Properties["from"] != "eventdq" || q[0].VisitorID != vid {

@@ -17,7 +17,7 @@ import (
 // loadedScenarios are the closed-loop ingest scenarios that run a second
 // time on stores that have taken --loaded-events more events (issue 12:
 // the targets must hold at steady state, not only on a fresh store).
-var loadedScenarios = []string{"single", "batch", "mixed"}
+var loadedScenarios = []string{"single", "batch", "enterprise", "mixed"}
 
 // loadBatch is the loader's batch size and loadConns its connections (and
 // the Pebble ceiling's committers while it is filled).

@@ -113,7 +113,7 @@ func run(args []string) int {
 	fs.Float64Var(&o.streamRate, "stream-rate", 5000, "stream scenario: events/s of the fixed-rate delivery-latency run")
 	fs.IntVar(&o.analyticsEvents, "analytics-events", 10_000_000, "analytics scenario: events loaded over the last 30 days before the queries")
 	fs.Float64Var(&o.analyticsRate, "analytics-rate", 200, "analytics scenario: open-loop queries/s (spread over enough keys to stay under 50 a minute each)")
-	fs.Uint64Var(&o.loadedEvents, "loaded-events", 5_000_000, "after the fresh runs, load this many more events into eventd and the Pebble ceiling and run single, batch and mixed again (the steady-state figures); 0: skip")
+	fs.Uint64Var(&o.loadedEvents, "loaded-events", 5_000_000, "after the fresh runs, load this many more events into eventd and the Pebble ceiling and run single, batch, enterprise and mixed again (the steady-state figures); 0: skip")
 	fs.BoolVar(&o.noopInProc, "noop-inproc", false, "serve the no-op ceiling inside this process instead of a child process")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (server data, log, Pebble store)")
 	fs.StringVar(&o.serveNoop, "serve-noop", "", "")

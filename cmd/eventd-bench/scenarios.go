@@ -67,7 +67,7 @@ func scenarioNames() []string {
 }
 
 // defaultScenarios is the short set of make bench (about 2.5 minutes, plus
-// 2.5-3.5 for the loaded phase of single, batch and mixed);
+// 3-4 for the loaded phase of single, batch, enterprise and mixed);
 // analytics loads ten million events first, so it runs when asked for.
 func defaultScenarios() []string {
 	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "import", "segment"}

@@ -19,6 +19,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/enrich"
 	"github.com/eventd/eventd/engine/ids"
 	eventdhttp "github.com/eventd/eventd/http"
 	"github.com/eventd/eventd/storage"
@@ -38,6 +39,7 @@ type serveConfig struct {
 	maxInflightBody                                                             int64
 	adminHeaderTimeout, adminBodyTimeout                                        time.Duration
 	access                                                                      accessLogConfig // accesslog.go
+	geoipDB                                                                     string
 }
 
 func serve(args []string) error {
@@ -64,6 +66,7 @@ func serve(args []string) error {
 	fs.Int64Var(&c.maxInflightBody, "max-inflight-body", eventdhttp.DefaultMaxInflightBody, "request-body bytes each listener holds at once; more answers 503 (0: no bound)")
 	fs.DurationVar(&c.adminHeaderTimeout, "admin-header-timeout", eventdhttp.DefaultAdminHeaderTimeout, "admin listener: time to receive a request's headers")
 	fs.DurationVar(&c.adminBodyTimeout, "admin-body-timeout", eventdhttp.DefaultAdminBodyTimeout, "admin listener: time to receive a request body (import excepted)")
+	fs.StringVar(&c.geoipDB, "geoip-db", "", "MaxMind-format .mmdb file (GeoLite2 or DB-IP Lite, City or Country) giving events $country and $region from the client IP; none: no country")
 	fs.BoolVar(&c.webhooksAllowPrivate, "webhooks-allow-private", false, "let live-environment webhooks reach private, loopback and link-local addresses (SSRF guard off)")
 	var conns connConfig
 	conns.register(fs)
@@ -108,6 +111,11 @@ func serve(args []string) error {
 	if err := checkAdminToken(token, c.adminToken != ""); err != nil {
 		return err
 	}
+	enricher, err := newEnricher(c.geoipDB, log)
+	if err != nil {
+		return usageError{err}
+	}
+	defer enricher.Close()
 	ecfg := engine.Config{DataDir: filepath.Join(c.data, "pebble"), Shards: c.shards, Logger: log,
 		WebhooksAllowPrivate: c.webhooksAllowPrivate, DerivedInterval: c.derivedInterval,
 		WALMinSyncInterval: c.walMinSync}
@@ -130,7 +138,7 @@ func serve(args []string) error {
 		StreamPing: c.streamPing, StreamPong: c.streamPong, StreamQueue: c.streamQueue, StreamLinger: c.streamLinger, SessionIdle: c.sessionIdle,
 		AdminHosts:      strings.Split(c.adminHost, ","),
 		MaxInflightBody: inflightBody(c.maxInflightBody), AdminHeaderTimeout: c.adminHeaderTimeout, AdminBodyTimeout: c.adminBodyTimeout,
-		AccessLog: accessOut, AccessLogSample: c.access.sample})
+		AccessLog: accessOut, AccessLogSample: c.access.sample, Enricher: enricher})
 	pub, err := listen(c.listen, c.tlsCert, c.tlsKey, conns.guard("public", log, eng.Metrics()))
 	if err != nil {
 		_ = eng.Close()
@@ -274,4 +282,19 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
+}
+
+// newEnricher loads the user-agent rules and the --geoip-db file, and says
+// once whether events get a country.
+func newEnricher(path string, log *slog.Logger) (*enrich.Enricher, error) {
+	e, err := enrich.New(enrich.Options{GeoIPDB: path})
+	if err != nil {
+		return nil, fmt.Errorf("--geoip-db: %w", err)
+	}
+	if e.HasGeo() {
+		log.Info("geoip database loaded: events get $country and $region", "component", "enrich", "path", path, "database", e.GeoInfo())
+	} else {
+		log.Info("no --geoip-db: events get no $country or $region", "component", "enrich")
+	}
+	return e, nil
 }

@@ -16,9 +16,12 @@ const (
 	Breakdown
 	Funnel
 	Goals
+	Retention
+	Paths
+	Sessions
 )
 
-var typeNames = [...]string{"timeseries", "breakdown", "funnel", "goals"}
+var typeNames = [...]string{"timeseries", "breakdown", "funnel", "goals", "retention", "paths", "sessions"}
 
 // String is the type's name as the API spells it.
 func (t Type) String() string { return typeNames[t] }
@@ -68,22 +71,41 @@ type Query struct {
 	FunnelID      string
 	Window        int64 // seconds
 	WindowSet     bool
+	// Match is the where= property filter (engine/filter), nil for none:
+	// the caller parses the repeated parameter.
+	Match func(props []byte) bool
+	// Retention: the first occurrence of CohortEvent starts a person's
+	// cohort; ReturnEvent in later periods counts as a return.
+	CohortEvent, ReturnEvent string
+	Period                   Interval // day, week or month
+	Periods                  int
+	// Paths: from the first StartEvent forwards, or to the first EndEvent
+	// backwards, PathSteps transitions.
+	StartEvent, EndEvent string
+	PathSteps            int
 }
 
 // params that each type accepts; any other known parameter is a 400.
 var accepted = map[Type][]string{
-	Timeseries: {"metric", "property", "event", "visitor_id", "from", "to", "interval"},
-	Breakdown:  {"metric", "property", "event", "visitor_id", "from", "to", "group_by", "limit"},
+	Timeseries: {"metric", "property", "event", "visitor_id", "from", "to", "interval", "where"},
+	Breakdown:  {"metric", "property", "event", "visitor_id", "from", "to", "group_by", "limit", "where"},
 	Funnel:     {"steps", "funnel_id", "window", "visitor_id", "from", "to"},
 	Goals:      {"from", "to"},
+	Retention:  {"cohort_event", "return_event", "period", "periods", "from", "to"},
+	Paths:      {"start_event", "end_event", "steps", "limit", "from", "to"},
+	Sessions:   {"from", "to", "interval", "group_by", "limit"},
 }
 
-var known = []string{"metric", "property", "event", "visitor_id", "from", "to", "interval", "group_by", "limit", "steps", "funnel_id", "window"}
+// IsParam reports whether name is a parameter of GET /analytics (for some type).
+func IsParam(name string) bool { return name == "type" || contains(known, name) }
+
+var known = []string{"metric", "property", "event", "visitor_id", "from", "to", "interval", "group_by", "limit", "steps", "funnel_id", "window", "where",
+	"cohort_event", "return_event", "period", "periods", "start_event", "end_event"}
 
 // Parse reads the parameters of GET /analytics. arg returns a query
 // parameter and whether it is present; now is the current Unix ms. Every
-// problem is reported in details under the parameter's name; unknown
-// parameters (api_key among them) are ignored.
+// problem is reported in details under the parameter's name; parameters it
+// does not know are the caller's to refuse (IsParam).
 func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]string) {
 	q := Query{Limit: DefaultLimit, Interval: Day, Window: DefaultWindow}
 	d := map[string]string{}
@@ -95,7 +117,7 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 			}
 		}
 		if t < 0 {
-			d["type"] = "must be one of timeseries, breakdown, funnel, goals"
+			d["type"] = "must be one of timeseries, breakdown, funnel, goals, retention, paths, sessions"
 			return q, d // which other parameters apply is unknown
 		}
 		q.Type = Type(t)
@@ -180,12 +202,17 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 		}
 		q.Interval = iv
 	}
-	if q.Type == Timeseries && d["interval"] == "" && d["from"] == "" && d["to"] == "" &&
+	if (q.Type == Timeseries || q.Type == Sessions) && d["interval"] == "" && d["from"] == "" && d["to"] == "" &&
 		q.Interval.count(q.From, q.To) > MaxBuckets {
 		d["interval"] = "the range holds more than " + strconv.Itoa(MaxBuckets) + " " + q.Interval.String() + " buckets; choose a longer interval or a shorter range"
 	}
 
-	if v, ok := arg("group_by"); ok && d["group_by"] == "" {
+	if v, ok := arg("group_by"); ok && d["group_by"] == "" && q.Type == Sessions {
+		if v != "entry_page" && v != "exit_page" {
+			d["group_by"] = "must be entry_page or exit_page with type=sessions"
+		}
+		q.GroupBy = v
+	} else if ok && d["group_by"] == "" {
 		name, isProp := strings.CutPrefix(v, "properties.")
 		switch {
 		case v == "event":
@@ -208,7 +235,7 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 
 	steps, hasSteps := arg("steps")
 	funnelID, hasFunnel := arg("funnel_id")
-	if hasSteps && d["steps"] == "" {
+	if hasSteps && d["steps"] == "" && q.Type != Paths {
 		q.Steps = strings.Split(steps, ",")
 		switch {
 		case hasFunnel:
@@ -239,10 +266,51 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 		}
 		q.Window, q.WindowSet = n, true
 	}
+	switch q.Type {
+	case Retention:
+		parseRetention(arg, &q, d)
+	case Paths:
+		parsePaths(arg, &q, d)
+	}
 	if len(d) == 0 {
 		d = nil
 	}
 	return q, d
+}
+
+// parseRetention reads cohort_event (required), return_event (default: the
+// cohort event), period (day, week or month; default day) and periods
+// (1-12; default 8).
+func parseRetention(arg func(name string) (string, bool), q *Query, d map[string]string) {
+	q.Period, q.Periods = Day, DefaultPeriods
+	v, ok := arg("cohort_event")
+	switch {
+	case !ok:
+		d["cohort_event"] = "required with type=retention"
+	case !ValidName(v):
+		d["cohort_event"] = "event name must be alphanumeric with underscores only (1-128 characters)"
+	}
+	q.CohortEvent, q.ReturnEvent = v, v
+	if v, ok := arg("return_event"); ok {
+		if !ValidName(v) {
+			d["return_event"] = "event name must be alphanumeric with underscores only (1-128 characters)"
+		}
+		q.ReturnEvent = v
+	}
+	if v, ok := arg("period"); ok {
+		iv, ok := ParseInterval(v)
+		if !ok || (iv != Day && iv != Week && iv != Month) {
+			d["period"] = "must be one of day, week, month"
+		}
+		q.Period = iv
+	}
+	if v, ok := arg("periods"); ok {
+		n, ok := parsePeriods(v)
+		if !ok {
+			d["periods"] = "must be an integer from 1 to 12"
+		}
+		q.Periods = n
+	}
 }
 
 func contains(list []string, s string) bool {
@@ -266,4 +334,27 @@ func ValidName(s string) bool {
 		}
 	}
 	return true
+}
+
+// parsePaths reads start_event or end_event (exactly one) and steps (1-5,
+// default 3; for paths a number, not the funnel's list of names).
+func parsePaths(arg func(name string) (string, bool), q *Query, d map[string]string) {
+	start, hasStart := arg("start_event")
+	end, hasEnd := arg("end_event")
+	switch {
+	case hasStart == hasEnd:
+		d["start_event"] = "give either start_event or end_event with type=paths"
+	case hasStart && !ValidName(start):
+		d["start_event"] = "event name must be alphanumeric with underscores only (1-128 characters)"
+	case hasEnd && !ValidName(end):
+		d["end_event"] = "event name must be alphanumeric with underscores only (1-128 characters)"
+	}
+	q.StartEvent, q.EndEvent, q.PathSteps = start, end, DefaultPathSteps
+	if v, ok := arg("steps"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxPathSteps {
+			d["steps"] = "must be an integer from 1 to 5 with type=paths"
+		}
+		q.PathSteps = n
+	}
 }

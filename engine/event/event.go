@@ -243,20 +243,12 @@ func (d *decoder) decodeEvent(mode int, r *eventResult) bool {
 					f[kind].state = wrongType // reported already; do not decode it
 				}
 			}
-			d.ws()
-			if d.next() == ',' {
-				d.pos++
-				d.ws()
+			if more, ok := d.memberEnd(); !ok {
+				return false
+			} else if more {
 				continue
 			}
-			if d.next() == '}' {
-				d.pos++
-				break
-			}
-			if d.pos >= len(d.data) {
-				return d.unexpected()
-			}
-			return d.fail(d.pos, errObject)
+			break
 		}
 	}
 	d.nkeys = base
@@ -605,20 +597,12 @@ func DecodeBatch(body []byte) (entries []Entry, sentAt int64, hasSentAt bool, p 
 					}
 				}
 			}
-			d.ws()
-			if d.next() == ',' {
-				d.pos++
-				d.ws()
+			more, ok := d.memberEnd()
+			if ok && more {
 				continue
 			}
-			if d.next() == '}' {
-				d.pos++
+			if ok {
 				break
-			}
-			if d.pos >= len(d.data) {
-				d.unexpected()
-			} else {
-				d.fail(d.pos, errObject)
 			}
 			return nil, 0, false, bodyProblem(d.syntaxMessage())
 		}

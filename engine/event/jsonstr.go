@@ -60,6 +60,12 @@ func TopLevel(props []byte) (map[string][]byte, error) {
 	return m, nil
 }
 
+// Lookup finds the raw JSON text of a top-level member of the object props
+// (compact, as stored) without allocating unless the object's keys are
+// escaped; found is false when there is no such member or props is not an
+// object.
+func Lookup(props []byte, name string) (val []byte, found bool) { return lookup(props, name) }
+
 // lookup finds the raw value of a top-level member without allocating
 // (unless the object's keys are escaped).
 func lookup(props []byte, name string) (val []byte, found bool) {
@@ -122,4 +128,18 @@ func eachMember(props []byte, fn func(key, val []byte) bool) error {
 		d.fail(d.pos, errMalformed)
 	}
 	return errors.New("event: " + d.syntaxMessage())
+}
+
+// EachMember calls fn for each top-level member of the JSON object props
+// (its name unescaped, its raw value text) until fn returns false; the
+// enrichment at ingest reads and rewrites properties with it.
+func EachMember(props []byte, fn func(key, val []byte) bool) error { return eachMember(props, fn) }
+
+// StringValue is the unescaped content of a raw JSON value when it is a
+// string; ok is false for any other JSON type.
+func StringValue(v []byte) (s string, ok bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	return string(stringValue(v)), true
 }

@@ -650,3 +650,23 @@ func appendCompact(dst, v []byte) []byte {
 	}
 	return append(dst, v[start:]...)
 }
+
+// memberEnd steps over what follows an object member: a ',' (more is
+// true: another member follows) or the closing '}' (more is false). ok is
+// false on anything else, with the syntax error recorded in d.
+func (d *decoder) memberEnd() (more, ok bool) {
+	d.ws()
+	switch d.next() {
+	case ',':
+		d.pos++
+		d.ws()
+		return true, true
+	case '}':
+		d.pos++
+		return false, true
+	}
+	if d.pos >= len(d.data) {
+		return false, d.unexpected()
+	}
+	return false, d.fail(d.pos, errObject)
+}

@@ -270,20 +270,12 @@ func (d *decoder) segScan(batch bool, f *[sgCount]segField, details *map[string]
 				addDetail(details, name, "must not contain duplicate key "+quote(d.dupKey))
 			}
 		}
-		d.ws()
-		if d.next() == ',' {
-			d.pos++
-			d.ws()
+		if more, ok := d.memberEnd(); !ok {
+			return false
+		} else if more {
 			continue
 		}
-		if d.next() == '}' {
-			d.pos++
-			break
-		}
-		if d.pos >= len(d.data) {
-			return d.unexpected()
-		}
-		return d.fail(d.pos, errObject)
+		break
 	}
 	d.nkeys = base
 	return true
@@ -881,20 +873,12 @@ func DecodeSegmentBatch(body []byte, receivedAtMs int64) (msgs []SegmentMessage,
 			case "sentAt":
 				env.sentKnown = true
 			}
-			d.ws()
-			if d.next() == ',' {
-				d.pos++
-				d.ws()
+			more, ok := d.memberEnd()
+			if ok && more {
 				continue
 			}
-			if d.next() == '}' {
-				d.pos++
+			if ok {
 				break
-			}
-			if d.pos >= len(d.data) {
-				d.unexpected()
-			} else {
-				d.fail(d.pos, errObject)
 			}
 			return nil, bodyProblem(d.syntaxMessage())
 		}
