@@ -178,28 +178,43 @@ func (s *Stream) streamURL() string {
 	if since != "" {
 		q.Set("since", since)
 	}
-	u := s.c.url("/stream", q)
+	return s.c.wsURL("/stream", q)
+}
+
+// wsURL is the WebSocket URL of path on the client's base URL.
+func (c *Client) wsURL(path string, q url.Values) string {
+	u := c.url(path, q)
 	if rest, ok := strings.CutPrefix(u, "https://"); ok {
 		return "wss://" + rest
 	}
 	return "ws://" + strings.TrimPrefix(u, "http://")
 }
 
-func (s *Stream) dial() (*websocket.Conn, error) {
+// dialWS opens a WebSocket to u with the client's key; a refused upgrade
+// is an *Error.
+func (c *Client) dialWS(ctx context.Context, u string) (*websocket.Conn, *http.Response, error) {
 	d := websocket.Dialer{
 		Proxy:            http.ProxyFromEnvironment,
 		HandshakeTimeout: 15 * time.Second,
 	}
-	if t, ok := s.c.hc.Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
+	if t, ok := c.hc.Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
 		d.TLSClientConfig = t.TLSClientConfig
 	}
-	h := http.Header{"Authorization": {"Bearer " + s.c.key}, "User-Agent": {s.c.userAgent}}
-	conn, resp, err := d.DialContext(s.ctx, s.streamURL(), h)
+	h := http.Header{"Authorization": {"Bearer " + c.key}, "User-Agent": {c.userAgent}}
+	conn, resp, err := d.DialContext(ctx, u, h)
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			body, _ := io.ReadAll(resp.Body)
-			return nil, newErrorFrom(resp.StatusCode, resp.Header, body)
+			return nil, resp, newErrorFrom(resp.StatusCode, resp.Header, body)
 		}
+		return nil, resp, err
+	}
+	return conn, resp, nil
+}
+
+func (s *Stream) dial() (*websocket.Conn, error) {
+	conn, resp, err := s.c.dialWS(s.ctx, s.streamURL())
+	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
