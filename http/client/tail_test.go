@@ -31,6 +31,9 @@ func TestTail(t *testing.T) {
 			posted = append(posted, cr.ID)
 		}
 	}
+	// A new cursor starts at the head: place it before the events first.
+	admin(t, "POST", "/admin/v1/projects/"+p+"/cursors/orders/reset?environment=live",
+		map[string]any{"to": time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)})
 	post(30)
 
 	// First run: handle 30 events; the 30th fails, so it stays unacknowledged.
