@@ -441,7 +441,7 @@ func (s *Server) adminStream(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fail)
 		return
 	}
-	filter, since, fail := parseStreamQuery(ctx.QueryArgs())
+	filter, since, fail := parseStreamQuery(ctx.QueryArgs(), "environment")
 	if fail != nil {
 		writeError(ctx, fail)
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -250,10 +251,17 @@ func (sub *subscriber) ended() bool {
 	}
 }
 
-// parseStreamQuery reads event (repeatable), visitor_id and since.
-func parseStreamQuery(args *fasthttp.Args) (*streamFilter, *storage.ID, *apiError) {
+// streamParams are the parameters of GET /stream (cursor and ack_window
+// are read by parseCursorQuery).
+var streamParams = []string{"event", "visitor_id", "since", "cursor", "ack_window"}
+
+// parseStreamQuery reads event (repeatable), visitor_id and since, and
+// refuses a parameter /stream does not take; extra are further ones the
+// caller reads (the dashboard feed's environment).
+func parseStreamQuery(args *fasthttp.Args, extra ...string) (*streamFilter, *storage.ID, *apiError) {
 	f := &streamFilter{}
 	d := map[string]string{}
+	addUnknownParams(d, args, func(name string) bool { return slices.Contains(streamParams, name) || slices.Contains(extra, name) })
 	for _, v := range args.PeekMulti("event") {
 		if !validName(v) {
 			d["event"] = "event name must be alphanumeric with underscores only (1-128 characters)"

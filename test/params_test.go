@@ -33,6 +33,7 @@ func TestUnknownQueryParameters(t *testing.T) {
 		{"POST", "/events?async=true", map[string]any{"event": "signup"}, "async"},
 		{"POST", "/events/batch?async=true", map[string]any{"events": []any{map[string]any{"event": "signup"}}}, "async"},
 		{"POST", "/v1/track?async=true", map[string]any{"event": "signup", "userId": "u"}, "async"},
+		{"GET", "/stream?evnt=signup", nil, "evnt"}, // refused before the upgrade
 	}
 	for _, tc := range tests {
 		r := Do(t, tc.method, s.Public+tc.path, key, tc.body)
