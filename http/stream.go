@@ -383,8 +383,9 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, fi
 	}
 }
 
-// runStream serves one upgraded connection until it closes.
-func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subscriber, since *storage.ID) {
+// trackStream counts an upgraded connection among the open streams (so
+// shutdown and revocation find it) and returns what untracks and closes it.
+func (s *Server) trackStream(conn *websocket.Conn, p *engine.Principal, sub *subscriber) (untrack func()) {
 	st := s.streams
 	st.mu.Lock()
 	st.subs[sub] = struct{}{}
@@ -395,14 +396,20 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 	if reason := p.Revoked(); reason != "" {
 		sub.end(closeFrame{code: closeRevoked, reason: reason})
 	}
-	defer func() {
+	return func() {
 		s.eng.Unsubscribe(p, sub)
 		st.mu.Lock()
 		delete(st.subs, sub)
 		st.mu.Unlock()
 		st.subscribers.Add(-1)
 		_ = conn.Close()
-	}()
+	}
+}
+
+// runStream serves one upgraded connection until it closes.
+func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subscriber, since *storage.ID) {
+	st := s.streams
+	defer s.trackStream(conn, p, sub)()
 	subscribedAt := time.Now()
 	s.eng.Subscribe(p, sub)
 

@@ -241,21 +241,7 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		}
 	}()
 
-	st.mu.Lock()
-	st.subs[sub] = struct{}{}
-	st.mu.Unlock()
-	st.subscribers.Add(1)
-	if reason := p.Revoked(); reason != "" {
-		sub.end(closeFrame{code: closeRevoked, reason: reason})
-	}
-	defer func() {
-		s.eng.Unsubscribe(p, sub)
-		st.mu.Lock()
-		delete(st.subs, sub)
-		st.mu.Unlock()
-		st.subscribers.Add(-1)
-		_ = conn.Close()
-	}()
+	defer s.trackStream(conn, p, sub)()
 	// Subscribed before the first read: a commit after it wakes the writer.
 	s.eng.Subscribe(p, sub)
 
