@@ -124,6 +124,12 @@ func arrayRequest(path, auth, open, closing string, tmpl *Template, size int) Re
 // batch entry may carry one.
 const IdempotentEventTemplate = `{"event":"purchase","visitor_id":"v_{n}","idempotency_key":"node-next-1764000000000-{n}","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale"}}`
 
+// SegmentShapedTemplate is the native event that SegmentTemplate is stored
+// as (the mapped properties, the messageId as idempotency key, the same
+// timestamp): what the segment scenario's stored bytes cost without the
+// Segment layer.
+const SegmentShapedTemplate = `{"event":"Order_Completed","visitor_id":"v_{n}","idempotency_key":"node-next-1764000000000-{n}","timestamp":"2026-11-24T10:00:00.000Z","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale","$event_name":"Order Completed","$context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"$user_id":"v_{n}"}}`
+
 // SegmentTemplate is one track message as @segment/analytics-node 3.1
 // sends it (a messageId, a context with the library, _metadata and an
 // empty integrations object), carrying EventTemplate's properties, so the
