@@ -119,7 +119,15 @@ func (s *Server) launch(args, env []string) {
 	s.cmd = cmd
 	s.exited = make(chan struct{})
 	addrs := make(chan []string, 1)
+	// cmd.Wait closes the pipes once the process exits, which may cut short
+	// a reader that has not read everything yet (os/exec: "it is incorrect
+	// to call Wait before all reads from the pipe have completed"): Wait
+	// only after both readers reached the end of their pipe.
+	var readers sync.WaitGroup
+	readers.Add(2)
 	go func() {
+		defer readers.Done()
+		defer func() { _, _ = io.Copy(io.Discard, stderr) }() // past a line the scanner refused
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<16), 1<<20)
 		for sc.Scan() {
@@ -127,20 +135,27 @@ func (s *Server) launch(args, env []string) {
 			s.mu.Lock()
 			s.logs.WriteString(line + "\n")
 			s.mu.Unlock()
-			if m := listenRE.FindStringSubmatch(line); m != nil {
-				addrs <- m[1:]
-			} else if m := jsonListenRE.FindStringSubmatch(line); m != nil {
-				addrs <- m[1:]
+			m := listenRE.FindStringSubmatch(line)
+			if m == nil {
+				m = jsonListenRE.FindStringSubmatch(line)
+			}
+			if m != nil {
+				select {
+				case addrs <- m[1:]:
+				default: // only the first counts; the reader must never block
+				}
 			}
 		}
 	}()
 	go func() {
+		defer readers.Done()
 		b, _ := io.ReadAll(stdout)
 		s.mu.Lock()
 		s.stdout.Write(b)
 		s.mu.Unlock()
 	}()
 	go func() {
+		readers.Wait()
 		err := cmd.Wait()
 		s.mu.Lock()
 		s.exitErr = err
