@@ -221,13 +221,13 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 	if !s.startWrite(ctx, ratelimit.Standard, maxSingleBody, &w) {
 		return
 	}
-	p, receivedAt, fail := w.p, w.receivedAt, w.fail
+	p, receivedAt := w.p, w.receivedAt
 	var pending actors.Pending
 	var in event.Input
-	if fail == nil {
+	var prob *event.Problem
+	if w.fail == nil {
 		var sentAt int64
 		var hasSentAt bool
-		var prob *event.Problem
 		in, sentAt, hasSentAt, prob = event.DecodeSingle(w.body)
 		if prob == nil {
 			in.IdempotencyKey = string(ctx.Request.Header.Peek("Idempotency-Key"))
@@ -239,28 +239,10 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 		if prob == nil {
 			pending, prob = prepare(p, &in, receivedAt, sentAt, hasSentAt)
 		}
-		if prob == nil {
-			s.enrichEvent(ctx, p, &pending, &enrichCtx{})
-		}
-		if prob != nil {
-			fail = problemError(prob)
-		}
 	}
-	if fail != nil {
-		s.refuse(ctx, p, ratelimit.Standard, fail, w.admitted)
-		return
-	}
-	res, ok := s.submitOne(ctx, p, pending, receivedAt, w.admitted)
+	res, ok := s.storeOne(ctx, &w, pending, prob, errIdempotencyConflict)
 	if !ok {
 		return
-	}
-	switch res.Outcome {
-	case actors.Conflict:
-		writeError(ctx, newError(fasthttp.StatusConflict, codeConflict,
-			"This Idempotency-Key was already used with a different request body"))
-		return
-	case actors.Replayed:
-		ctx.Response.Header.Set("Idempotent-Replayed", "true")
 	}
 	buf := make([]byte, 0, 128)
 	buf = append(buf, `{"id":"`...)
@@ -306,6 +288,40 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 		fail = problemError(prob)
 	}
 	s.refuse(ctx, p, ratelimit.Batch, fail, rq.admitted)
+}
+
+// errIdempotencyConflict answers POST /events with a reused
+// Idempotency-Key; built once, as writeError only reads it.
+var errIdempotencyConflict = newError(fasthttp.StatusConflict, codeConflict,
+	"This Idempotency-Key was already used with a different request body")
+
+// storeOne finishes a single-event write once its body is decoded: the
+// refusal (the request's own failure, else prob) after counting it, else
+// enrichment and the store; a reused idempotency key is answered with
+// conflict, a replay marked. It returns false when it answered; otherwise
+// the caller writes the success body.
+func (s *Server) storeOne(ctx *fasthttp.RequestCtx, w *writeReq, pending actors.Pending, prob *event.Problem, conflict *apiError) (actors.Result, bool) {
+	fail := w.fail
+	if fail == nil && prob != nil {
+		fail = problemError(prob)
+	}
+	if fail != nil {
+		s.refuse(ctx, w.p, ratelimit.Standard, fail, w.admitted)
+		return actors.Result{}, false
+	}
+	s.enrichEvent(ctx, w.p, &pending, &enrichCtx{})
+	res, ok := s.submitOne(ctx, w.p, pending, w.receivedAt, w.admitted)
+	if !ok {
+		return res, false
+	}
+	switch res.Outcome {
+	case actors.Conflict:
+		writeError(ctx, conflict)
+		return res, false
+	case actors.Replayed:
+		ctx.Response.Header.Set("Idempotent-Replayed", "true")
+	}
+	return res, true
 }
 
 // submitOne stores one prepared event (POST /events, a Segment single

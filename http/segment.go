@@ -73,37 +73,20 @@ func (s *Server) handleSegment(typ event.SegmentType) fasthttp.RequestHandler {
 		if !s.startWrite(ctx, ratelimit.Standard, event.MaxSegmentMessage, &w) {
 			return
 		}
-		p, receivedAt, fail := w.p, w.receivedAt, w.fail
 		var pending actors.Pending
-		if fail == nil {
-			m, prob := event.DecodeSegmentMessage(w.body, typ, receivedAt)
+		var prob *event.Problem
+		if w.fail == nil {
+			var m event.SegmentMessage
+			m, prob = event.DecodeSegmentMessage(w.body, typ, w.receivedAt)
 			if prob == nil {
 				prob = m.Problem
 			}
 			if prob == nil {
-				pending, prob = prepareSegment(p, &m, receivedAt)
-			}
-			if prob == nil {
-				s.enrichEvent(ctx, p, &pending, &enrichCtx{})
-			}
-			if prob != nil {
-				fail = problemError(prob)
+				pending, prob = prepareSegment(w.p, &m, w.receivedAt)
 			}
 		}
-		if fail != nil {
-			s.refuse(ctx, p, ratelimit.Standard, fail, w.admitted)
+		if _, ok := s.storeOne(ctx, &w, pending, prob, errMessageIDConflict); !ok {
 			return
-		}
-		res, ok := s.submitOne(ctx, p, pending, receivedAt, w.admitted)
-		if !ok {
-			return
-		}
-		switch res.Outcome {
-		case actors.Conflict:
-			writeError(ctx, segmentConflict())
-			return
-		case actors.Replayed:
-			ctx.Response.Header.Set("Idempotent-Replayed", "true")
 		}
 		writeRaw(ctx, fasthttp.StatusOK, segmentSuccess)
 	}
@@ -174,7 +157,7 @@ func (s *Server) commitSegmentBatch(ctx *fasthttp.RequestCtx, p *engine.Principa
 			if res.Outcome != actors.Conflict {
 				continue
 			}
-			e = segmentConflict()
+			e = errMessageIDConflict
 		}
 		if rejected == 0 {
 			buf = append(buf, `,"rejected":[`...)
@@ -200,11 +183,11 @@ func appendSegmentRejected(dst []byte, i int, e *apiError) []byte {
 	return append(dst, body[1:]...) // the error object without its opening brace
 }
 
-func segmentConflict() *apiError {
-	return &apiError{status: fasthttp.StatusConflict, code: codeConflict,
-		message: "This messageId was already used with a different message",
-		details: map[string]string{"messageId": "already used with a different message"}}
-}
+// errMessageIDConflict answers a messageId reused with another message;
+// built once, as the writers only read it.
+var errMessageIDConflict = &apiError{status: fasthttp.StatusConflict, code: codeConflict,
+	message: "This messageId was already used with a different message",
+	details: map[string]string{"messageId": "already used with a different message"}}
 
 // prepareSegment is prepare for a Segment message, plus the profile change
 // it carries: identify sets traits; identify, alias and any message that
