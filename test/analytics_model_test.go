@@ -123,7 +123,7 @@ func TestAnalyticsGenerated(t *testing.T) {
 		{"sessions_day", "type=sessions&interval=day" + rng},
 		{"sessions_entry", "type=sessions&group_by=entry_page" + rng},
 		{"sessions_exit", "type=sessions&group_by=exit_page" + rng},
-		{"retention_day", "type=retention&cohort_event=signup&return_event=login&period=day&periods=7&from=" + from + "&to=" + genDay0.AddDate(0, 0, 6).Format("2006-01-02")},
+		{"retention_day", "type=retention&cohort_event=signup&return_event=login&period=day&periods=7&from=" + from + "&to=" + genDay0.AddDate(0, 0, genDays-1).Format("2006-01-02")},
 		{"retention_week", "type=retention&cohort_event=pageview&return_event=login&period=week&periods=2" + rng},
 		{"paths_forward", "type=paths&start_event=pageview&steps=3&limit=100" + rng},
 		{"paths_backward", "type=paths&end_event=signup&steps=2&limit=100" + rng},
@@ -250,7 +250,7 @@ func modelAnswer(t *testing.T, name string, evs []genEvent) any {
 	case "sessions_day", "sessions_entry", "sessions_exit":
 		return modelSessions(name, byVisitor)
 	case "retention_day":
-		return modelRetention(byVisitor, "signup", "login", "day", 7, genDay0, genDay0.AddDate(0, 0, 7))
+		return modelRetention(byVisitor, "signup", "login", "day", 7, genDay0, genDay0.AddDate(0, 0, genDays))
 	case "retention_week":
 		return modelRetention(byVisitor, "pageview", "login", "week", 2, genDay0, genDay0.AddDate(0, 0, genDays+1))
 	case "paths_forward":
