@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"testing"
 	"time"
 )
@@ -342,12 +341,9 @@ func sessionStats(ss []modelSession) map[string]any {
 			bounces++
 		}
 	}
-	sort.Float64s(durations)
+	slices.Sort(durations)
 	n := len(ss)
-	median := durations[n/2]
-	if n%2 == 0 {
-		median = (durations[n/2-1] + durations[n/2]) / 2
-	}
+	median := (durations[(n-1)/2] + durations[n/2]) / 2 // the middle one, or the mean of the middle two
 	return map[string]any{"sessions": n, "visitors": len(visitors), "bounce_rate": float64(bounces) / float64(n),
 		"duration_mean_s": total / float64(n), "duration_median_s": median, "pages_per_session": float64(pages) / float64(n)}
 }
