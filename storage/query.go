@@ -80,9 +80,14 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 			return nil, 0, err
 		}
 	}
+	rr, err := d.newRecordReader(q.Dataset)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rr.close()
 	events := make([]Event, 0, len(ids))
 	for _, id := range ids {
-		e, err := d.GetEvent(q.Dataset, id)
+		e, err := rr.get(id)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -176,6 +181,11 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		return nil, 0, err
 	}
 	defer it.Close()
+	rr, err := d.newRecordReader(q.Dataset)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rr.close()
 	nameFilter := q.HasVisitor && q.Name != ""
 	events := make([]Event, 0, q.Limit)
 	var matched int64
@@ -191,7 +201,7 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		if !ok {
 			return nil, 0, errCorrupt
 		}
-		e, err := d.GetEvent(q.Dataset, id)
+		e, err := rr.get(id)
 		if errors.Is(err, ErrNotFound) {
 			continue // erased between the index entry and its record
 		}
