@@ -120,3 +120,21 @@ func TestWhereTargets(t *testing.T) {
 		t.Errorf("notes %q", sc.Notes)
 	}
 }
+
+func TestIsIdle(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		cpu, wall time.Duration
+		want      bool
+	}{
+		{10 * ms, time.Second, true},   // 0.01 cores
+		{50 * ms, time.Second, false},  // 0.05: at the line is not below it
+		{900 * ms, time.Second, false}, // a compaction
+		{0, 0, false},                  // no time passed: no verdict
+	}
+	for _, tc := range tests {
+		if got := isIdle(tc.cpu, tc.wall, 0.05); got != tc.want {
+			t.Errorf("isIdle(%v, %v) = %v", tc.cpu, tc.wall, got)
+		}
+	}
+}
