@@ -10,7 +10,7 @@
 // already running (with --admin-url/--admin-token for the scenarios that
 // create keys, for profiles and for memory).
 //
-//	go run ./cmd/eventd-bench                       # the default set, fresh then loaded with 5M events, 5-6 minutes
+//	go run ./cmd/eventd-bench                       # the default set, fresh then loaded with 5M events, 6-7 minutes
 //	go run ./cmd/eventd-bench --scenarios single --rounds 5 --duration 10s
 //	go run ./cmd/eventd-bench --fsync-delay 1ms     # emulate a cloud disk
 //	go run ./cmd/eventd-bench --pprof prof/         # CPU and allocation profiles
@@ -82,7 +82,6 @@ type options struct {
 	cursorBacklog   int
 	cursorAckWindow int
 	whereEvents     int
-	whereRate       float64
 }
 
 // hiddenFlags are for the bench's own machinery and tests, not for users.
@@ -124,7 +123,6 @@ func run(args []string) int {
 	fs.IntVar(&o.cursorBacklog, "cursor-backlog", 500_000, "cursors scenario: events committed while the catch-up cursor is away (500,000: 10 minutes at 833 events/s)")
 	fs.IntVar(&o.cursorAckWindow, "cursor-ack-window", 0, "cursors scenario: the consumers' ack_window (1-10000); 0: the server's default (1000)")
 	fs.IntVar(&o.whereEvents, "where-events", 2_000_000, "where scenario: events loaded into its dataset, as dense as 10 million a month (10000000: the issue's month)")
-	fs.Float64Var(&o.whereRate, "where-rate", 10, "where scenario: open-loop queries/s")
 	fs.Uint64Var(&o.loadedEvents, "loaded-events", 5_000_000, "after the fresh runs, load this many more events into eventd and the Pebble ceiling and run single, batch, enterprise and mixed again (the steady-state figures); 0: skip")
 	fs.BoolVar(&o.noopInProc, "noop-inproc", false, "serve the no-op ceiling inside this process instead of a child process")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (server data, log, Pebble store)")
@@ -144,8 +142,8 @@ func run(args []string) int {
 		})
 		fmt.Fprint(fs.Output(), `
 examples:
-  eventd-bench                                   build, start and bench eventd (5-6 minutes)
-  eventd-bench --loaded-events 0                 only the fresh store (about 2.5 minutes)
+  eventd-bench                                   build, start and bench eventd (6-7 minutes)
+  eventd-bench --loaded-events 0                 only the fresh store (about 3.5 minutes)
   eventd-bench --scenarios single,batch --rounds 5 --duration 10s
   eventd-bench --target http://127.0.0.1:8080 --key sk_live_... [--admin-url http://127.0.0.1:8081 --admin-token ...]
   eventd-bench --fsync-delay 1ms                 a slow disk, for eventd and the Pebble ceiling
@@ -205,8 +203,8 @@ func (o *options) check() error {
 		return errors.New("--keys, --key-limit, --open-conns, --ratelimit-keys, --ratelimit-limit, --stream-rate and the --analytics ones must be positive")
 	}
 	if o.cursors < 1 || o.cursorRate <= 0 || o.cursorBacklog < 1 || o.cursorAckWindow < 0 || o.cursorAckWindow > 10_000 ||
-		o.whereEvents < 1 || o.whereRate <= 0 {
-		return errors.New("--cursors, --cursor-rate, --cursor-backlog, --where-events and --where-rate must be positive, --cursor-ack-window 0-10000")
+		o.whereEvents < 1 {
+		return errors.New("--cursors, --cursor-rate, --cursor-backlog and --where-events must be positive, --cursor-ack-window 0-10000")
 	}
 	if o.whereEvents < whereMinEvents {
 		return fmt.Errorf("--where-events must be at least %d (its queries look a day back, and the events are as dense as 10 million a month)", whereMinEvents)
@@ -301,7 +299,6 @@ func benchMain(ctx context.Context, o *options) error {
 	}
 	if slices.Contains(o.scenarioList(), "where") {
 		config["where_events"] = o.whereEvents
-		config["where_rate"] = o.whereRate
 	}
 	if slices.Contains(o.scenarioList(), "analytics") {
 		config["analytics_events"] = o.analyticsEvents

@@ -72,7 +72,7 @@ func scenarioNames() []string {
 	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "cursors", "import", "segment", "where", "analytics"}
 }
 
-// defaultScenarios is the short set of make bench (about 4 minutes, plus
+// defaultScenarios is the short set of make bench (about 3.5 minutes, plus
 // 3-4 for the loaded phase of single, batch, enterprise and mixed);
 // analytics loads ten million events first, so it runs when asked for.
 func defaultScenarios() []string {
