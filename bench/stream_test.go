@@ -282,3 +282,16 @@ func TestCursorSubscribersAck(t *testing.T) {
 		t.Errorf("ack errors %d, want 1", r.AckErrors)
 	}
 }
+
+// TestMarkKeepStart: a catch-up's clock runs from the dial, since events
+// arrive before the parent's Mark could; plain runs start it at Mark.
+func TestMarkKeepStart(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		s := &Subscribers{opts: StreamOptions{KeepStart: keep}}
+		s.start.Store(1)
+		s.Mark()
+		if moved := s.start.Load() != 1; moved == keep {
+			t.Errorf("KeepStart %v: Mark moved the start: %v", keep, moved)
+		}
+	}
+}

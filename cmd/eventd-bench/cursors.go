@@ -68,28 +68,39 @@ func cpuPerEvent(s *bench.Series) (time.Duration, bool) {
 	return t.ServerCPU / time.Duration(t.OK), true
 }
 
+// buildCursors is scenario 6b: cursors live, without, and catching up.
 func buildCursors(e *env) *plan {
 	o := e.o
 	n := o.cursors
 	rate := o.cursorRate
-	live := func(cursors int) func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error) {
-		return func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error) {
-			run := e.seqBase()
-			pid, key, err := cursorsProject(ctx, e, fmt.Sprintf("cursors-%d", run))
+	// live measures the open loop with cursors consumers (0: none). Its
+	// project, key and cursors are made in prepare, outside the measured
+	// time and CPU; the consumers connect inside it, as the stream
+	// scenario's subscribers do.
+	live := func(cursors int) subject {
+		var key string
+		s := subject{unit: bench.UnitRequests, eventsPer: 1, server: true}
+		s.prepare = func(ctx context.Context, _ *progress) error {
+			pid, k, err := cursorsProject(ctx, e, fmt.Sprintf("cursors-%d", e.seqBase()))
 			if err != nil {
-				return nil, err
+				return err
 			}
+			key = k
+			// Created at the head before anyone connects: a cursor made by
+			// its first connection starts where the server opens it, after
+			// the 101 the client waits for, so the first events of the run
+			// could fall before it and never be its to deliver.
+			for i := range cursors {
+				if err := e.admin.ResetCursor(ctx, pid, bench.CursorName("live", i), "head"); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		s.run = func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error) {
 			var subs subscriberSet
 			if cursors > 0 {
-				// Created at the head before anyone connects: a cursor made by
-				// its first connection starts where the server opens it, after
-				// the 101 the client waits for, so the first events of the
-				// run could fall before it and never be its to deliver.
-				for i := range cursors {
-					if err := e.admin.ResetCursor(ctx, pid, bench.CursorName("live", i), "head"); err != nil {
-						return nil, err
-					}
-				}
+				var err error
 				subs, err = startSubscribers(ctx, bench.StreamOptions{Target: e.target, Key: key, Subscribers: cursors,
 					Cursor: "live", AckWindow: o.cursorAckWindow, Reconnect: true})
 				if err != nil {
@@ -98,7 +109,7 @@ func buildCursors(e *env) *plan {
 				p.also(func() string { return fmt.Sprintf("delivered %d", subs.Delivered()) })
 			}
 			g, err := bench.NewGenerator(bench.Config{Target: e.target, Mode: bench.OpenLoop, Rate: rate, Conns: o.openConns,
-				Duration: d, Timeout: o.timeout, SeqBase: run, Request: bench.StreamEventRequest("/events", key)})
+				Duration: d, Timeout: o.timeout, SeqBase: e.seqBase(), Request: bench.StreamEventRequest("/events", key)})
 			if err != nil {
 				if subs != nil {
 					subs.Stop()
@@ -120,6 +131,7 @@ func buildCursors(e *env) *plan {
 			}
 			return res, err
 		}
+		return s
 	}
 
 	// The catch-up's state, set by prepare for the run that follows.
@@ -154,11 +166,13 @@ func buildCursors(e *env) *plan {
 			return catchUpResult(subs.Stop(), want), nil
 		}}
 
-	with := fmt.Sprintf("eventd + %d cursors at %s", n, bench.FormatRate(rate, "ev/s"))
+	with, without := live(n), live(0)
+	with.name = fmt.Sprintf("eventd + %d cursors at %s", n, bench.FormatRate(rate, "ev/s"))
+	without.name = "eventd, no cursors"
 	return &plan{
 		needsAdmin: true,
-		eventd:     subject{name: with, unit: bench.UnitRequests, eventsPer: 1, server: true, run: live(n)},
-		ceilings:   []subject{{name: "eventd, no cursors", unit: bench.UnitRequests, eventsPer: 1, server: true, run: live(0)}},
+		eventd:     with,
+		ceilings:   []subject{without},
 		others:     []subject{catchUp},
 		judge: func(sc *bench.ScenarioResult) {
 			cursorTargets(sc, n, rate, o.cursorAckWindow)

@@ -98,6 +98,7 @@ func whereURI(q whereQuery, end time.Time, filtered bool) string {
 	return u
 }
 
+// buildWhere is scenario 8c: filtered queries against the same unfiltered.
 func buildWhere(e *env) *plan {
 	o := e.o
 	n := uint64(o.whereEvents)
