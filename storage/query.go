@@ -174,6 +174,17 @@ func (d *DB) EventsAfter(ds uint32, after ID, limit int, fn func(*Event) bool) e
 // events match, so every record in the range is read and matched, newest
 // first, to give the page and the exact total; at most q.MaxScan records.
 func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
+	if !q.HasVisitor {
+		// The counters say up front whether the range is past MaxScan: such
+		// a query fails at once rather than after reading MaxScan records.
+		n, err := d.Count(q.Dataset, q.Name, q.From, q.To)
+		if err != nil {
+			return nil, 0, err
+		}
+		if n > int64(q.MaxScan) {
+			return nil, 0, ErrScanLimit
+		}
+	}
 	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
 	lower, upper := rangeBounds(prefix, q.From, q.To)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
