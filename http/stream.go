@@ -201,6 +201,9 @@ type subscriber struct {
 	// kinds are the message kinds the client asked for (kinds=), fixed
 	// for the connection.
 	kinds streamKinds
+	// subscribedAt is set when the subscriber was registered with the
+	// broadcaster before its WebSocket upgrade (zero: runStream does it).
+	subscribedAt time.Time
 	// notices holds a cursor connection's typed messages (a plain stream
 	// queues them with its events, in queue). They are live only, not in
 	// the window, so a full channel drops them rather than block the
@@ -567,6 +570,13 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, q 
 		},
 	}
 	sub := s.newSubscriber(p, q, cur)
+	if cur == nil {
+		// Subscribed before the 101 goes out: a client that saw it and
+		// then wrote an event gets that event (the handler below runs
+		// only after the response was written).
+		sub.subscribedAt = time.Now()
+		s.eng.Subscribe(p, sub)
+	}
 	s.streams.wg.Add(1)
 	err := up.Upgrade(ctx, func(conn *websocket.Conn) {
 		defer s.streams.wg.Done()
@@ -590,6 +600,9 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, q 
 		s.serve(sc, p, sub, q.since)
 	})
 	if err != nil {
+		if cur == nil {
+			s.eng.Unsubscribe(p, sub)
+		}
 		s.streams.wg.Done()
 		release()
 	}
@@ -622,8 +635,11 @@ func (s *Server) trackStream(p *engine.Principal, sub *subscriber, closeConn fun
 func (s *Server) runStream(sc *streamConn, p *engine.Principal, sub *subscriber, since *storage.ID) {
 	st := s.streams
 	defer s.trackStream(p, sub, sc.close)()
-	subscribedAt := time.Now()
-	s.eng.Subscribe(p, sub)
+	subscribedAt := sub.subscribedAt
+	if subscribedAt.IsZero() {
+		subscribedAt = time.Now()
+		s.eng.Subscribe(p, sub)
+	}
 
 	// Messages go through one buffer straight onto the connection: one
 	// write(2) per drain of the queue instead of one per event, which is
@@ -922,6 +938,7 @@ type clientMessage struct {
 	Type      string          `json:"type"`
 	Event     json.RawMessage `json:"event"`
 	VisitorID *string         `json:"visitor_id"`
+	Where     []string        `json:"where"`
 }
 
 func handleClientMessage(sub *subscriber, msg []byte) []byte {
@@ -961,8 +978,34 @@ func handleClientMessage(sub *subscriber, msg []byte) []byte {
 		}
 		f.visitor, f.hasVisitor = *m.VisitorID, true
 	}
+	if len(m.Where) > 0 {
+		// The rules and words of the where= parameter (parseWhere).
+		msg := ""
+		if len(m.Where) > filter.MaxConditions {
+			msg = "at most 10 conditions"
+		}
+		for _, w := range m.Where {
+			if msg != "" {
+				break
+			}
+			c, err := filter.Parse(w)
+			if err != nil {
+				msg = err.Error()
+				break
+			}
+			f.where = append(f.where, c)
+		}
+		if msg != "" {
+			b := []byte(`{"type":"error","error":"bad_request","message":`)
+			b = strconv.AppendQuote(b, "where "+msg)
+			b = append(b, `,"details":{"where":`...)
+			b = strconv.AppendQuote(b, msg)
+			return append(b, "}}"...)
+		}
+		f.whereText = m.Where
+	}
 	sub.filter.Store(f)
-	out := map[string]any{"type": "subscribed", "event": f.names(), "visitor_id": nil}
+	out := map[string]any{"type": "subscribed", "event": f.names(), "visitor_id": nil, "where": f.whereText}
 	if f.events == nil {
 		out["event"] = nil
 	}

@@ -125,4 +125,4 @@ func (s *Server) handleCursorAck(ctx *fasthttp.RequestCtx) {
 }
 
 // codeCursorNotConnected is the 409 of an ack for a cursor without a consumer.
-const codeCursorNotConnected = "cursor_not_connected"
+const codeCursorNotConnected = "conflict"
