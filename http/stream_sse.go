@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"net"
+	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -46,11 +49,45 @@ func (s *Server) serveSSE(ctx *fasthttp.RequestCtx, p *engine.Principal, q *stre
 		defer release()
 		sc := &streamConn{
 			out:   newSSEOut(w, conn),
-			read:  func(*subscriber) (<-chan struct{}, func()) { return nil, func() {} },
+			read:  func(*subscriber) (<-chan struct{}, func()) { return watchGone(conn) },
 			close: func() {}, // returning ends the body; fasthttp closes the connection
 		}
 		s.serve(sc, p, sub, q.since)
 	})
+}
+
+// watchGone reads the client's side of an SSE connection, where nothing
+// more is to come (the response closes the connection), to learn at once
+// that the client went away: otherwise only the next write (a ping, 30 s
+// later) would tell, and a gone consumer would hold its cursor, and one of
+// its key's streams, until then. done is closed when the client closed or
+// reset the connection; stop ends the goroutine and waits for it. Reading
+// the net.Conn itself (not fasthttp's pooled reader) is safe here: fasthttp
+// reads nothing more from a connection whose response closes it.
+func watchGone(conn net.Conn) (done <-chan struct{}, stop func()) {
+	gone := make(chan struct{})
+	exited := make(chan struct{})
+	var stopped atomic.Bool
+	// The request's read deadline (ReadTimeout) would end the read as if
+	// the client had gone.
+	_ = conn.SetReadDeadline(time.Time{})
+	go func() {
+		defer close(exited)
+		buf := make([]byte, 512)
+		for {
+			if _, err := conn.Read(buf); err != nil { // bytes sent anyway are dropped
+				if !stopped.Load() {
+					close(gone)
+				}
+				return
+			}
+		}
+	}()
+	return gone, func() {
+		stopped.Store(true)
+		_ = conn.SetReadDeadline(time.Unix(1, 0))
+		<-exited
+	}
 }
 
 // cursorAckBody is the body of POST /stream/cursors/{name}/ack.

@@ -171,8 +171,10 @@ func nextTyped(t *testing.T, w *wsClient, typ string) (m typedMsg, skipped []str
 			skipped = append(skipped, raw.Type)
 			continue
 		}
-		b, _ := json.Marshal(map[string]any{"type": raw.Type, "data": json.RawMessage(raw.Data)})
-		_ = json.Unmarshal(b, &m)
+		m.Type, m.CreatedAt = raw.Type, raw.CreatedAt
+		if err := json.Unmarshal(raw.Data, &m.Data); err != nil {
+			t.Fatalf("%s data: %v", typ, err)
+		}
 		return m, skipped
 	}
 	t.Fatalf("no %s among 20 messages", typ)

@@ -221,7 +221,7 @@ func TestSSEStreamFiltersAndResume(t *testing.T) {
 		wantStatus(t, r, 201)
 		return r.JSON(t)["id"].(string)
 	}
-	postProps("signup", map[string]any{"plan": "free"}) // where= filters it out
+	postProps("signup", map[string]any{"plan": "free"})        // where= filters it out
 	pv := postProps("pageview", map[string]any{"plan": "pro"}) // event= filters it out
 	a := postProps("signup", map[string]any{"plan": "pro"})
 	b := postProps("purchase", map[string]any{"plan": "pro", "amount": 3})
@@ -430,7 +430,7 @@ func TestSSECursor(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "the window to fill", func() bool { return scrapeMetric(t, s, "eventd_cursor_window_full_total") >= 1 })
-	wantError(t, ackOverHTTP(t, s, key, "sink", ids[2]), 400, "bad_request", "")  // not sent yet
+	wantError(t, ackOverHTTP(t, s, key, "sink", ids[2]), 400, "bad_request", "")     // not sent yet
 	wantError(t, ackOverHTTP(t, s, key, "sink", "evt_nope"), 400, "bad_request", "") // not an id
 	wantStatus(t, ackOverHTTP(t, s, key, "sink", ids[0]), 204)
 	if e, _ := readSSEEvent(t, c); e.ID != ids[2] {
