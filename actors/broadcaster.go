@@ -13,6 +13,28 @@ type Subscriber interface {
 	Offer(run *Run)
 }
 
+// Notice is a typed message for the stream subscribers of one dataset
+// (goal.completed, usage.alert): live only, never stored, so it reaches
+// the subscribers connected when it is published. It goes through the
+// broadcaster so that a goal completion reaches a subscriber after the
+// commit of the event that completed it.
+type Notice struct {
+	Dataset uint32
+	Kind    string // KindGoalCompleted or KindUsageAlert
+	// VisitorID is the visitor a goal.completed is about (HasVisitor), for
+	// subscribers that filter on one.
+	VisitorID  string
+	HasVisitor bool
+	// Payload is the whole message, {"type":Kind,...}; shared, read-only.
+	Payload []byte
+}
+
+// NoticeSubscriber is a Subscriber that also takes notices; like Offer,
+// Notify must not block.
+type NoticeSubscriber interface {
+	Notify(n *Notice)
+}
+
 // Subscribe adds a subscriber to a dataset.
 type Subscribe struct {
 	Dataset uint32
@@ -60,6 +82,12 @@ func (b *broadcaster) Receive(ctx actor.Context) {
 			ctx.Send(pid, m)
 		}
 		b.fanOut(m.Events)
+	case *Notice:
+		for sub := range b.subs[m.Dataset] {
+			if ns, ok := sub.(NoticeSubscriber); ok {
+				ns.Notify(m)
+			}
+		}
 	case *AddConsumer:
 		b.consumers = append(b.consumers, m.PID)
 	case *Subscribe:

@@ -146,9 +146,13 @@ type WebhookOptions struct {
 	Schedule     []time.Duration
 	Retention    time.Duration // finished deliveries are kept this long
 	// OnGone is called (in its own goroutine) when an endpoint answers 410: the engine disables it.
-	OnGone  func(webhookID string)
-	Metrics *metrics.Registry
-	Logger  *slog.Logger
+	OnGone func(webhookID string)
+	// OnAlertFired, if set, is called on the actor's goroutine after a
+	// usage alert's firing was recorded (once per key, rule and window
+	// period): the engine hands it to /stream subscribers. It must not block.
+	OnAlertFired func(UsageAlert)
+	Metrics      *metrics.Registry
+	Logger       *slog.Logger
 }
 
 // deliveryRecord is a delivery as the log stores it (JSON under the D prefix).
@@ -262,6 +266,23 @@ type GoalCompletion struct {
 	VisitorID  string
 	HasVisitor bool
 	EventID    storage.ID
+}
+
+// GoalCompletedData is the data of a goal.completed message, the same for
+// a webhook delivery and a /stream message: {goal_id, name, visitor_id, event_id}.
+func GoalCompletedData(c GoalCompletion) map[string]any {
+	data := map[string]any{"goal_id": c.GoalID, "name": c.Name, "visitor_id": nil, "event_id": ids.FormatEvent(c.EventID)}
+	if c.HasVisitor {
+		data["visitor_id"] = c.VisitorID
+	}
+	return data
+}
+
+// UsageAlertData is the data of a usage.alert message, the same for a
+// webhook delivery and a /stream message: {alert_id, key_id, window, limit, used, threshold}.
+func UsageAlertData(u *UsageAlert) map[string]any {
+	return map[string]any{"alert_id": u.AlertID, "key_id": u.KeyID, "window": u.Window, "limit": u.Limit,
+		"used": u.Used, "threshold": u.Threshold}
 }
 
 // AlertRule is a usage alert as a key actor checks it.
@@ -440,11 +461,7 @@ func (w *Webhooks) EnqueueGoalCompleted(ds uint32, cs ...GoalCompletion) error {
 			} else if !errors.Is(err, storage.ErrNotFound) {
 				return err
 			}
-			data := map[string]any{"goal_id": c.GoalID, "name": c.Name, "visitor_id": nil, "event_id": ids.FormatEvent(c.EventID)}
-			if c.HasVisitor {
-				data["visitor_id"] = c.VisitorID
-			}
-			items = append(items, w.newDelivery(b, h.ID, id, KindGoalCompleted, data, 0, now))
+			items = append(items, w.newDelivery(b, h.ID, id, KindGoalCompleted, GoalCompletedData(c), 0, now))
 		}
 	}
 	if err := b.Commit(true); err != nil {
@@ -1210,13 +1227,14 @@ func (a *webhookActor) fireAlert(u *UsageAlert) {
 			continue
 		}
 		id := derivedID(now.UnixMilli(), c.ID, u.AlertID, u.KeyID, strconv.FormatInt(u.PeriodStart, 10))
-		data := map[string]any{"alert_id": u.AlertID, "key_id": u.KeyID, "window": u.Window, "limit": u.Limit,
-			"used": u.Used, "threshold": u.Threshold}
-		items = append(items, w.newDelivery(b, c.ID, id, KindUsageAlert, data, 0, now))
+		items = append(items, w.newDelivery(b, c.ID, id, KindUsageAlert, UsageAlertData(u), 0, now))
 	}
 	if err := b.Commit(true); err != nil {
 		w.log.Error("record usage alert", "alert", u.AlertID, "err", err)
 		return
+	}
+	if w.opts.OnAlertFired != nil {
+		w.opts.OnAlertFired(*u) // once per key, rule and period, as the webhooks: the firing is recorded
 	}
 	w.log.Info("usage alert", "alert", u.AlertID, "key", u.KeyID, "window", u.Window, "used", u.Used, "limit", u.Limit)
 	for _, q := range items {

@@ -70,6 +70,8 @@ var wantRoutes = []string{
 	"OPTIONS /analytics",
 	"GET /stream",
 	"OPTIONS /stream",
+	"POST /stream/cursors/{}/ack",
+	"OPTIONS /stream/cursors/{}/ack",
 	"GET /t.js",
 	"OPTIONS /t.js",
 	"GET /healthz", // on both listeners

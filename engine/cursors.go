@@ -140,6 +140,25 @@ func (e *Engine) OpenCursor(p *Principal, name string, c CursorConn) (storage.Cu
 	return cur, nil
 }
 
+// ConnectedCursor returns the connection holding p's cursor name, nil if
+// none does; ErrNotFound when the cursor does not exist.
+func (e *Engine) ConnectedCursor(p *Principal, name string) (CursorConn, error) {
+	r := &e.cursors
+	k := cursorKey{p.dataset, name}
+	r.mu.Lock()
+	ent := r.conns[k]
+	r.mu.Unlock()
+	if ent != nil {
+		return ent.conn, nil
+	}
+	if _, err := e.db.GetCursor(k.ds, name); errors.Is(err, storage.ErrNotFound) {
+		return nil, ErrNotFound
+	} else if err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
 // SaveCursor writes the position and delivered mark of c's cursor if c
 // still holds it; sync is false for acknowledgements (a lost write only
 // redelivers) and true at disconnect.

@@ -167,7 +167,7 @@ func (e *Engine) openAnalytics() error {
 		return err
 	}
 	e.rebuildGoals()
-	a.pid = actors.NewGoals(e.system, e.db, goalHooks{a, e.hooks}, e.metrics, e.log) // goalHooks: webhooks.go
+	a.pid = actors.NewGoals(e.system, e.db, goalHooks{a, e.hooks, e}, e.metrics, e.log) // goalHooks: webhooks.go
 	e.system.Root.Send(e.bcast, &actors.AddConsumer{PID: a.pid})
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/eventd/eventd/actors"
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/storage"
 )
@@ -574,8 +575,11 @@ func (e *Engine) startWebhooks() error {
 		Set:          e.webhookSet(),
 		AllowPrivate: e.cfg.WebhooksAllowPrivate,
 		OnGone:       e.disableGone,
-		Metrics:      e.metrics,
-		Logger:       e.log,
+		OnAlertFired: func(u actors.UsageAlert) {
+			e.publishNotice(u.Dataset, actors.KindUsageAlert, actors.UsageAlertData(&u), "", false)
+		},
+		Metrics: e.metrics,
+		Logger:  e.log,
 	})
 	if err != nil {
 		return err
@@ -693,10 +697,15 @@ func (e *Engine) TestWebhook(projectID, webhookID string) (d actors.Delivery, fi
 type goalHooks struct {
 	*analyticsState
 	hooks *hookState
+	e     *Engine
 }
 
-// AnnounceGoals queues goal.completed deliveries for new completions.
+// AnnounceGoals hands new completions to /stream subscribers and queues
+// goal.completed deliveries for them.
 func (g goalHooks) AnnounceGoals(ds uint32, cs []actors.GoalCompletion) error {
+	for _, c := range cs {
+		g.e.publishNotice(ds, actors.KindGoalCompleted, actors.GoalCompletedData(c), c.VisitorID, c.HasVisitor)
+	}
 	if g.hooks.wh == nil {
 		return nil
 	}
@@ -713,6 +722,32 @@ func (e *Engine) EnqueueGoalCompleted(ds uint32, cs ...actors.GoalCompletion) er
 		return nil
 	}
 	return e.hooks.wh.EnqueueGoalCompleted(ds, cs...)
+}
+
+// publishNotice hands a goal.completed or usage.alert message to the
+// dataset's /stream subscribers that asked for the kind: live only, never
+// stored (docs/decisions.md). Nothing is published once Close began: the
+// broadcaster is stopping.
+func (e *Engine) publishNotice(ds uint32, kind string, data map[string]any, visitor string, hasVisitor bool) {
+	select {
+	case <-e.stop:
+		return
+	default:
+	}
+	e.system.Root.Send(e.bcast, &actors.Notice{Dataset: ds, Kind: kind, VisitorID: visitor, HasVisitor: hasVisitor,
+		Payload: NoticePayload(kind, time.Now(), data)})
+}
+
+// NoticePayload is the /stream message of a goal.completed or usage.alert:
+// {"type":kind,"created_at":"...","data":{...}}, the data as in the webhook body.
+func NoticePayload(kind string, at time.Time, data map[string]any) []byte {
+	b := append([]byte(`{"type":`), event.AppendString(nil, kind)...)
+	b = append(b, `,"created_at":"`...)
+	b = event.AppendTime(b, at.UnixMilli())
+	b = append(b, `","data":`...)
+	d, _ := json.Marshal(data) // strings, numbers and null: cannot fail
+	b = append(b, d...)
+	return append(b, '}')
 }
 
 func (r *webhookRecord) owner() string                 { return r.ProjectID }

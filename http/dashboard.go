@@ -441,7 +441,7 @@ func (s *Server) adminStream(ctx *fasthttp.RequestCtx) {
 		writeError(ctx, fail)
 		return
 	}
-	filter, since, fail := parseStreamQuery(ctx.QueryArgs(), "environment")
+	q, fail := parseStreamQuery(ctx.QueryArgs(), "environment")
 	if fail != nil {
 		writeError(ctx, fail)
 		return
@@ -461,7 +461,7 @@ func (s *Server) adminStream(ctx *fasthttp.RequestCtx) {
 			return func() { close(done) }
 		}
 	}
-	s.upgradeStream(ctx, p, filter, since, nil, func() { s.dash.streams.Add(-1) }, watch)
+	s.upgradeStream(ctx, p, q, nil, func() { s.dash.streams.Add(-1) }, watch)
 }
 
 // watchSession stops a live feed once its session has ended: at once on

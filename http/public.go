@@ -35,6 +35,7 @@ func (s *Server) publicRoutes() *router.Router {
 		writeError(ctx, newError(fasthttp.StatusMethodNotAllowed, codeMethodNotAllowed, "Method GET is not allowed here; allowed: POST, OPTIONS"))
 	}))
 	r.GET("/stream", s.route("stream", s.handleStream))
+	r.POST("/stream/cursors/{name}/ack", s.route("stream_cursor_ack", s.handleCursorAck))
 	r.GET("/t.js", s.route("tjs", s.handleTJS))
 	for _, sr := range segmentRoutes {
 		r.POST(sr.path, s.route("segment_"+segmentTypeName(sr.typ), s.handleSegment(sr.typ)))

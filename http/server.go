@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -175,8 +176,36 @@ func (s *Server) ServePublic(ln net.Listener) error { return s.public.Serve(ln) 
 func (s *Server) ServeAdmin(ln net.Listener) error { return s.admin.Serve(ln) }
 
 // Shutdown stops accepting and waits for in-flight requests to finish.
+// SSE streams are responses that never finish by themselves, and they end
+// only at the engine's close, after the last commit (closeAll, as the
+// WebSocket streams): so the wait for the public listener stops once the
+// only connections left are those of SSE streams.
 func (s *Server) Shutdown() error {
-	return errors.Join(s.public.Shutdown(), s.admin.Shutdown())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// GetOpenConnectionsCount counts every connection not hijacked (and
+		// one more while Serve has not returned), so it cannot reach the
+		// number of SSE streams while another request is still served.
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if int64(s.public.GetOpenConnectionsCount()) <= s.streams.sse.Load() {
+				cancel()
+				return
+			}
+		}
+	}()
+	err := s.public.ShutdownWithContext(ctx)
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return errors.Join(err, s.admin.Shutdown())
 }
 
 // errorHandler answers what fasthttp rejects before routing; the default

@@ -1,12 +1,14 @@
 package http
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine"
 	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/filter"
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/engine/ratelimit"
@@ -59,6 +62,13 @@ type streams struct {
 	// cursorExpired the connections closed with 4010.
 	cursor        *cursorMetrics
 	cursorExpired *metrics.Counter
+	// sse counts the SSE responses being written: Server.Shutdown stops
+	// waiting for the public listener's connections once only they remain
+	// (they end with the others at closeAll, after the last commit).
+	sse atomic.Int64
+	// noticeDrops counts goal.completed and usage.alert messages a cursor
+	// connection had no room for (they are live only; docs/stream.md).
+	noticeDrops *metrics.Counter
 }
 
 func newStreams(reg *metrics.Registry) *streams {
@@ -72,6 +82,8 @@ func newStreams(reg *metrics.Registry) *streams {
 		cursor:      newCursorMetrics(reg),
 		cursorExpired: reg.Counter("eventd_cursor_expired_closes_total",
 			"Cursor connections closed with 4010 because a retention sweep passed their position.", ""),
+		noticeDrops: reg.Counter("eventd_stream_notices_dropped_total",
+			"goal.completed and usage.alert messages not queued for a cursor connection that had no room for them.", ""),
 	}
 	// The broadcaster's fan-out backlog: events offered and not yet written,
 	// summed over subscribers at scrape time (Offer pays nothing more).
@@ -124,6 +136,10 @@ type streamFilter struct {
 	events     map[string]struct{} // nil: every name
 	visitor    string
 	hasVisitor bool
+	// where are the property conditions of GET /events (contract section
+	// 13), ANDed; nil: none. whereText keeps them as sent, for subscribed.
+	where     filter.Filter
+	whereText []string
 }
 
 func (f *streamFilter) match(e *storage.Event) bool {
@@ -132,11 +148,24 @@ func (f *streamFilter) match(e *storage.Event) bool {
 			return false
 		}
 	}
-	return !f.hasVisitor || (e.HasVisitor && e.VisitorID == f.visitor)
+	if f.hasVisitor && (!e.HasVisitor || e.VisitorID != f.visitor) {
+		return false
+	}
+	return f.where == nil || f.where.Match(e.Properties)
 }
 
 // all reports whether f lets every event through, so callers can skip match.
-func (f *streamFilter) all() bool { return f.events == nil && !f.hasVisitor }
+func (f *streamFilter) all() bool { return f.events == nil && !f.hasVisitor && f.where == nil }
+
+// matchNotice reports whether a typed message passes f: only a visitor
+// filter applies (to a goal completion's visitor); event names and
+// property conditions select events, and a usage alert is about a key.
+func (f *streamFilter) matchNotice(n *actors.Notice) bool {
+	if !f.hasVisitor || n.Kind != actors.KindGoalCompleted {
+		return true
+	}
+	return n.HasVisitor && n.VisitorID == f.visitor
+}
 
 func (f *streamFilter) names() []string {
 	out := make([]string, 0, len(f.events))
@@ -169,6 +198,17 @@ type subscriber struct {
 	// cur is set on a named cursor's connection (stream_cursor.go): its
 	// events come from storage, a commit only wakes it.
 	cur *cursorConn
+	// kinds are the message kinds the client asked for (kinds=), fixed
+	// for the connection.
+	kinds streamKinds
+	// subscribedAt is set when the subscriber was registered with the
+	// broadcaster before its WebSocket upgrade (zero: runStream does it).
+	subscribedAt time.Time
+	// notices holds a cursor connection's typed messages (a plain stream
+	// queues them with its events, in queue). They are live only, not in
+	// the window, so a full channel drops them rather than block the
+	// broadcaster or close a consumer that cursors promise never to cut off.
+	notices chan *actors.Notice
 }
 
 // closeFrame is how a subscriber told to end says goodbye.
@@ -184,10 +224,12 @@ var closeGoingAway = closeFrame{code: websocket.CloseGoingAway, reason: "server 
 
 // streamItem is one run queued for a subscriber, with the filter it was
 // offered under (the one in force at commit time, as when events were queued
-// one by one); f is nil when that filter lets every event through.
+// one by one); f is nil when that filter lets every event through. An item
+// with a notice instead carries one typed message (counted as one event).
 type streamItem struct {
-	run *actors.Run
-	f   *streamFilter
+	run    *actors.Run
+	f      *streamFilter
+	notice *actors.Notice
 }
 
 // Offer queues the run's matching events without blocking; when they do not
@@ -195,6 +237,9 @@ type streamItem struct {
 // closed with 4008. Only the broadcaster calls Offer, so queued cannot grow
 // between the check and the Add.
 func (sub *subscriber) Offer(run *actors.Run) {
+	if sub.kinds&kindEvent == 0 {
+		return
+	}
 	if sub.cur != nil {
 		sub.cur.poke()
 		return
@@ -227,6 +272,35 @@ func (sub *subscriber) Offer(run *actors.Run) {
 	}
 }
 
+// Notify queues a typed message the client asked for, without blocking:
+// on a plain stream in the event queue, under the same bound (a full queue
+// is a slow consumer, as for events); on a cursor connection in its own
+// channel, dropped when full. Only the broadcaster calls Notify.
+func (sub *subscriber) Notify(n *actors.Notice) {
+	if sub.kinds&kindOf(n.Kind) == 0 || !sub.filter.Load().matchNotice(n) {
+		return
+	}
+	if sub.cur != nil {
+		select {
+		case sub.notices <- n:
+		default:
+			sub.st.noticeDrops.Inc()
+		}
+		return
+	}
+	if sub.queued.Load()+1 > sub.limit {
+		sub.overflowed(1)
+		return
+	}
+	sub.queued.Add(1)
+	select {
+	case sub.queue <- streamItem{notice: n}:
+	default:
+		sub.queued.Add(-1)
+		sub.overflowed(1)
+	}
+}
+
 // overflowed books n events that did not fit and tells the writer to close.
 func (sub *subscriber) overflowed(n int64) {
 	sub.st.drops.Add(uint64(n))
@@ -253,13 +327,66 @@ func (sub *subscriber) ended() bool {
 
 // streamParams are the parameters of GET /stream (cursor and ack_window
 // are read by parseCursorQuery).
-var streamParams = []string{"event", "visitor_id", "since", "cursor", "ack_window"}
+var streamParams = []string{"event", "visitor_id", "since", "cursor", "ack_window", "where", "kinds"}
 
-// parseStreamQuery reads event (repeatable), visitor_id and since, and
-// refuses a parameter /stream does not take; extra are further ones the
-// caller reads (the dashboard feed's environment).
-func parseStreamQuery(args *fasthttp.Args, extra ...string) (*streamFilter, *storage.ID, *apiError) {
+// streamKinds is a set of message kinds a stream delivers (kinds=).
+type streamKinds uint8
+
+// The kinds of kinds=, named as webhook kinds are.
+const (
+	kindEvent streamKinds = 1 << iota // event.created: {"type":"event",...}
+	kindGoal                          // goal.completed
+	kindAlert                         // usage.alert
+)
+
+// kindOf is the bit of a kind name, 0 for an unknown one.
+func kindOf(name string) streamKinds {
+	switch name {
+	case actors.KindEventCreated:
+		return kindEvent
+	case actors.KindGoalCompleted:
+		return kindGoal
+	case actors.KindUsageAlert:
+		return kindAlert
+	}
+	return 0
+}
+
+// parseKinds reads kinds= (comma-separated, repeatable); absent means
+// event.created only, the stream as it was before kinds existed.
+func parseKinds(args *fasthttp.Args, d map[string]string) streamKinds {
+	vals := args.PeekMulti("kinds")
+	if len(vals) == 0 {
+		return kindEvent
+	}
+	var k streamKinds
+	for _, v := range vals {
+		for _, name := range strings.Split(string(v), ",") {
+			bit := kindOf(name)
+			if bit == 0 {
+				d["kinds"] = "unknown kind " + strconv.Quote(name) + ": must be event.created, goal.completed or usage.alert"
+				return 0
+			}
+			k |= bit
+		}
+	}
+	return k
+}
+
+// streamQuery is what a stream's query (and headers) ask for.
+type streamQuery struct {
+	filter *streamFilter
+	since  *storage.ID // since=, or the Last-Event-ID header of an SSE reconnect
+	kinds  streamKinds
+}
+
+// parseStreamQuery reads event (repeatable), visitor_id, where
+// (repeatable), kinds and since, and refuses a parameter /stream does not
+// take; extra are further ones the caller reads (the dashboard feed's
+// environment).
+func parseStreamQuery(args *fasthttp.Args, extra ...string) (*streamQuery, *apiError) {
 	f := &streamFilter{}
+	q := &streamQuery{filter: f}
 	d := map[string]string{}
 	addUnknownParams(d, args, func(name string) bool { return slices.Contains(streamParams, name) || slices.Contains(extra, name) })
 	for _, v := range args.PeekMulti("event") {
@@ -278,20 +405,32 @@ func parseStreamQuery(args *fasthttp.Args, extra ...string) (*streamFilter, *sto
 		}
 		f.visitor, f.hasVisitor = string(v), true
 	}
-	var since *storage.ID
+	if w := parseWhere(args, d); len(w) > 0 {
+		f.where = w
+		for _, v := range args.PeekMulti("where") {
+			f.whereText = append(f.whereText, string(v))
+		}
+	}
+	q.kinds = parseKinds(args, d)
 	if v := args.Peek("since"); v != nil {
 		id, err := ids.ParseEvent(string(v))
 		if err != nil {
 			d["since"] = "must be an event id (evt_...)"
 		} else {
 			sid := storage.ID(id)
-			since = &sid
+			q.since = &sid
+		}
+		if q.kinds != 0 && q.kinds&kindEvent == 0 {
+			d["since"] = "needs kinds to include event.created: only events are replayed"
 		}
 	}
-	if len(d) > 0 {
-		return nil, nil, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: d}
+	if args.Has("cursor") && q.kinds != 0 && q.kinds&kindEvent == 0 {
+		d["cursor"] = "needs kinds to include event.created: a cursor tracks events"
 	}
-	return f, since, nil
+	if len(d) > 0 {
+		return nil, &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid query parameters", details: d}
+	}
+	return q, nil
 }
 
 func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
@@ -299,11 +438,11 @@ func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
 	if p == nil {
 		return
 	}
-	var filter *streamFilter
-	var since *storage.ID
+	var q *streamQuery
 	var cur *cursorConn
+	sse := wantsSSE(ctx)
 	if fail == nil {
-		filter, since, fail = parseStreamQuery(ctx.QueryArgs())
+		q, fail = parseStreamQuery(ctx.QueryArgs())
 	}
 	if fail == nil {
 		var name string
@@ -311,6 +450,13 @@ func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
 		if name, window, fail = parseCursorQuery(ctx.QueryArgs()); name != "" && fail == nil {
 			cur = &cursorConn{name: name, window: window, wake: make(chan struct{}, 1)}
 		}
+	}
+	if fail == nil && sse && cur == nil {
+		// EventSource sends the id of the last event it got when it
+		// reconnects, with the URL it was opened with: the header is the
+		// newer resume point, so it wins over since=. A cursor ignores it:
+		// the cursor's position is the resume point.
+		fail = lastEventID(ctx, q)
 	}
 	if !s.admit(ctx, p, ratelimit.Standard) {
 		return
@@ -323,7 +469,36 @@ func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
 		writeTooManyStreams(ctx, "Too many open streams for this key on the "+p.Plan()+" plan")
 		return
 	}
-	s.upgradeStream(ctx, p, filter, since, cur, p.ReleaseStream, nil)
+	if sse {
+		s.serveSSE(ctx, p, q, cur, p.ReleaseStream)
+		return
+	}
+	s.upgradeStream(ctx, p, q, cur, p.ReleaseStream, nil)
+}
+
+// wantsSSE reports whether the request asks for Server-Sent Events rather
+// than a WebSocket: Accept names text/event-stream and it is no upgrade.
+func wantsSSE(ctx *fasthttp.RequestCtx) bool {
+	if websocket.FastHTTPIsWebSocketUpgrade(ctx) {
+		return false
+	}
+	return bytes.Contains(bytes.ToLower(ctx.Request.Header.Peek("Accept")), []byte("text/event-stream"))
+}
+
+// lastEventID reads the Last-Event-ID header into q.since.
+func lastEventID(ctx *fasthttp.RequestCtx, q *streamQuery) *apiError {
+	v := ctx.Request.Header.Peek("Last-Event-ID")
+	if len(v) == 0 {
+		return nil
+	}
+	id, err := ids.ParseEvent(string(v))
+	if err != nil {
+		return &apiError{status: fasthttp.StatusBadRequest, code: codeBadRequest, message: "Invalid Last-Event-ID header",
+			details: map[string]string{"Last-Event-ID": "must be an event id (evt_...)"}}
+	}
+	sid := storage.ID(id)
+	q.since = &sid
+	return nil
 }
 
 // writeTooManyStreams answers a connection over a stream cap.
@@ -334,21 +509,8 @@ func writeTooManyStreams(ctx *fasthttp.RequestCtx, message string) {
 	ctx.SetBody(appendErrorBody(nil, newError(fasthttp.StatusTooManyRequests, codeRateLimited, message), 5))
 }
 
-// upgradeStream upgrades an authorised request and serves the stream until
-// it closes; release runs once it has ended (or the upgrade failed). watch,
-// if not nil, runs beside the stream and its returned func at the end.
-func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, filter *streamFilter, since *storage.ID,
-	cur *cursorConn, release func(), watch func(*subscriber) (stop func())) {
-	up := websocket.FastHTTPUpgrader{
-		ReadBufferSize:  1024,
-		WriteBufferSize: 4096,
-		// Callers check origins (the project's, or the admin listener's own)
-		// before the upgrade.
-		CheckOrigin: func(*fasthttp.RequestCtx) bool { return true },
-		Error: func(ctx *fasthttp.RequestCtx, status int, reason error) {
-			writeError(ctx, newError(status, codeBadRequest, "Expected a WebSocket upgrade: "+reason.Error()))
-		},
-	}
+// newSubscriber is the subscriber of an authorised stream request.
+func (s *Server) newSubscriber(p *engine.Principal, q *streamQuery, cur *cursorConn) *subscriber {
 	sub := &subscriber{
 		st:       s.streams,
 		p:        p,
@@ -358,12 +520,63 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, fi
 		overflow: make(chan struct{}),
 		shutdown: make(chan struct{}),
 		cur:      cur,
+		kinds:    q.kinds,
 	}
 	if cur != nil {
 		cur.sub = sub
 		sub.queue = nil // never used: a cursor reads from storage
+		sub.notices = make(chan *actors.Notice, cursorNotices)
 	}
-	sub.filter.Store(filter)
+	sub.filter.Store(q.filter)
+	return sub
+}
+
+// cursorNotices bounds the typed messages waiting on a cursor connection.
+const cursorNotices = 1024
+
+// streamConn is one client connection of a stream, whatever carries it.
+type streamConn struct {
+	out streamOut
+	// read starts the WebSocket's reader goroutine and returns the channel
+	// closed when it has ended and the func that stops it and waits for it;
+	// SSE has no client messages and no reader.
+	read func(sub *subscriber) (done <-chan struct{}, stop func())
+	// close closes the transport once the stream has ended.
+	close func()
+}
+
+// serve runs a stream on sc until it ends.
+func (s *Server) serve(sc *streamConn, p *engine.Principal, sub *subscriber, since *storage.ID) {
+	if sub.cur != nil {
+		s.runCursor(sc, p, sub)
+		return
+	}
+	s.runStream(sc, p, sub, since)
+}
+
+// upgradeStream upgrades an authorised request and serves the stream until
+// it closes; release runs once it has ended (or the upgrade failed). watch,
+// if not nil, runs beside the stream and its returned func at the end.
+func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, q *streamQuery,
+	cur *cursorConn, release func(), watch func(*subscriber) (stop func())) {
+	up := websocket.FastHTTPUpgrader{
+		ReadBufferSize:  1024,
+		WriteBufferSize: 4096,
+		// Callers check origins (the project's, or the admin listener's own)
+		// before the upgrade.
+		CheckOrigin: func(*fasthttp.RequestCtx) bool { return true },
+		Error: func(ctx *fasthttp.RequestCtx, status int, reason error) {
+			writeError(ctx, newError(status, codeBadRequest, "Expected a WebSocket upgrade (or Accept: text/event-stream): "+reason.Error()))
+		},
+	}
+	sub := s.newSubscriber(p, q, cur)
+	if cur == nil {
+		// Subscribed before the 101 goes out: a client that saw it and
+		// then wrote an event gets that event (the handler below runs
+		// only after the response was written).
+		sub.subscribedAt = time.Now()
+		s.eng.Subscribe(p, sub)
+	}
 	s.streams.wg.Add(1)
 	err := up.Upgrade(ctx, func(conn *websocket.Conn) {
 		defer s.streams.wg.Done()
@@ -371,21 +584,33 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, fi
 		if watch != nil {
 			defer watch(sub)()
 		}
-		if cur != nil {
-			s.runCursor(conn, p, sub)
-			return
+		sc := &streamConn{
+			out: newWSOut(conn.NetConn()),
+			read: func(sub *subscriber) (<-chan struct{}, func()) {
+				rd := &streamReader{conn: conn, done: make(chan struct{})}
+				go s.readStream(rd, sub)
+				// fasthttp hands the connection's buffered reader (and its
+				// hijack wrapper) to the next connection as soon as this
+				// handler returns, so the reader goroutine must be gone by
+				// then, or it reads (and corrupts) another client's request.
+				return rd.done, rd.stop
+			},
+			close: func() { _ = conn.Close() },
 		}
-		s.runStream(conn, p, sub, since)
+		s.serve(sc, p, sub, q.since)
 	})
 	if err != nil {
+		if cur == nil {
+			s.eng.Unsubscribe(p, sub)
+		}
 		s.streams.wg.Done()
 		release()
 	}
 }
 
-// trackStream counts an upgraded connection among the open streams (so
-// shutdown and revocation find it) and returns what untracks and closes it.
-func (s *Server) trackStream(conn *websocket.Conn, p *engine.Principal, sub *subscriber) (untrack func()) {
+// trackStream counts a connection among the open streams (so shutdown and
+// revocation find it) and returns what untracks and closes it.
+func (s *Server) trackStream(p *engine.Principal, sub *subscriber, closeConn func()) (untrack func()) {
 	st := s.streams
 	st.mu.Lock()
 	st.subs[sub] = struct{}{}
@@ -402,28 +627,35 @@ func (s *Server) trackStream(conn *websocket.Conn, p *engine.Principal, sub *sub
 		delete(st.subs, sub)
 		st.mu.Unlock()
 		st.subscribers.Add(-1)
-		_ = conn.Close()
+		closeConn()
 	}
 }
 
-// runStream serves one upgraded connection until it closes.
-func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subscriber, since *storage.ID) {
+// runStream serves one stream (without a cursor) until it closes.
+func (s *Server) runStream(sc *streamConn, p *engine.Principal, sub *subscriber, since *storage.ID) {
 	st := s.streams
-	defer s.trackStream(conn, p, sub)()
-	subscribedAt := time.Now()
-	s.eng.Subscribe(p, sub)
+	defer s.trackStream(p, sub, sc.close)()
+	subscribedAt := sub.subscribedAt
+	if subscribedAt.IsZero() {
+		subscribedAt = time.Now()
+		s.eng.Subscribe(p, sub)
+	}
 
-	// Frames go through one buffer straight onto the connection: one
+	// Messages go through one buffer straight onto the connection: one
 	// write(2) per drain of the queue instead of one per event, which is
 	// what bounds fan-out to many subscribers. Only this goroutine writes;
 	// the reader hands pongs and close replies over through sub.control.
-	fw := newFrameWriter(conn.NetConn())
+	out := sc.out
+	out.opened()
+	if out.flush() != nil {
+		return
+	}
 	var lastID storage.ID
 	var replayed map[storage.ID]struct{}
 	buf := make([]byte, 0, 512)
 	add := func(e *storage.Event) { // replay: events read for this subscriber alone
 		buf = appendStreamPayload(buf[:0], e)
-		fw.frame(websocket.TextMessage, buf)
+		out.event(e.ID, buf)
 		lastID = e.ID
 		st.sent.Inc()
 	}
@@ -445,7 +677,7 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 				}
 				return true
 			})
-			if err != nil || fw.flush() != nil {
+			if err != nil || out.flush() != nil {
 				return
 			}
 			if n < replayChunk {
@@ -455,9 +687,14 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 	}
 	// addRun frames the run's events that match the filter it was offered
 	// under, with the payloads shared by every subscriber of the dataset
-	// (encoded by whichever writer gets there first), and returns how many
-	// frames it added.
+	// (encoded by whichever writer gets there first), or the item's typed
+	// message, and returns how many messages it added.
 	addRun := func(it streamItem) int {
+		if it.notice != nil {
+			out.message(it.notice.Kind, it.notice.Payload)
+			sub.queued.Add(-1)
+			return 1
+		}
 		evs := it.run.Events
 		payloads := it.run.Payloads(appendStreamPayload)
 		var matched, framed int64
@@ -472,7 +709,7 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 					continue
 				}
 			}
-			fw.frame(websocket.TextMessage, payloads[i])
+			out.event(e.ID, payloads[i])
 			lastID = e.ID
 			framed++
 		}
@@ -496,14 +733,8 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		return n
 	}
 
-	rd := &streamReader{conn: conn, done: make(chan struct{})}
-	readerDone := rd.done
-	go s.readStream(rd, sub)
-	// fasthttp hands the connection's buffered reader (and its hijack
-	// wrapper) to the next connection as soon as this handler returns, so
-	// the reader goroutine must be gone by then, or it reads (and corrupts)
-	// another client's request.
-	defer rd.stop()
+	readerDone, stopReader := sc.read(sub)
+	defer stopReader()
 	ping := time.NewTicker(s.streamPing)
 	defer ping.Stop()
 	for {
@@ -520,9 +751,9 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 				}
 			}
 		case f := <-sub.control:
-			fw.frame(f.op, f.payload)
+			out.control(f)
 		case <-ping.C:
-			fw.frame(websocket.PingMessage, nil)
+			out.ping()
 		case <-sub.overflow:
 			st.slowCloses.Inc()
 			msg := []byte(`{"type":"error","error":"slow_consumer","message":"The subscriber's queue overflowed; reconnect with since=last_id","last_id":`)
@@ -532,9 +763,8 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 				msg = append(append(append(msg, '"'), ids.AppendEvent(nil, lastID)...), '"')
 			}
 			msg = append(msg, '}')
-			fw.frame(websocket.TextMessage, msg)
-			fw.frame(websocket.CloseMessage, websocket.FormatCloseMessage(closeSlowConsumer, "slow consumer"))
-			_ = fw.flush()
+			out.goodbye(closeSlowConsumer, "slow consumer", msg)
+			_ = out.flush()
 			return
 		case <-sub.shutdown:
 			// On shutdown everything committed before it is already queued:
@@ -552,13 +782,13 @@ func (s *Server) runStream(conn *websocket.Conn, p *engine.Principal, sub *subsc
 			if c.code == closeRevoked {
 				st.revokes.Inc()
 			}
-			fw.frame(websocket.CloseMessage, websocket.FormatCloseMessage(c.code, c.reason))
-			_ = fw.flush()
+			out.goodbye(c.code, c.reason, nil)
+			_ = out.flush()
 			return
 		case <-readerDone:
 			return
 		}
-		if fw.flush() != nil {
+		if out.flush() != nil {
 			return
 		}
 	}
@@ -708,6 +938,7 @@ type clientMessage struct {
 	Type      string          `json:"type"`
 	Event     json.RawMessage `json:"event"`
 	VisitorID *string         `json:"visitor_id"`
+	Where     []string        `json:"where"`
 }
 
 func handleClientMessage(sub *subscriber, msg []byte) []byte {
@@ -747,8 +978,34 @@ func handleClientMessage(sub *subscriber, msg []byte) []byte {
 		}
 		f.visitor, f.hasVisitor = *m.VisitorID, true
 	}
+	if len(m.Where) > 0 {
+		// The rules and words of the where= parameter (parseWhere).
+		msg := ""
+		if len(m.Where) > filter.MaxConditions {
+			msg = "at most 10 conditions"
+		}
+		for _, w := range m.Where {
+			if msg != "" {
+				break
+			}
+			c, err := filter.Parse(w)
+			if err != nil {
+				msg = err.Error()
+				break
+			}
+			f.where = append(f.where, c)
+		}
+		if msg != "" {
+			b := []byte(`{"type":"error","error":"bad_request","message":`)
+			b = strconv.AppendQuote(b, "where "+msg)
+			b = append(b, `,"details":{"where":`...)
+			b = strconv.AppendQuote(b, msg)
+			return append(b, "}}"...)
+		}
+		f.whereText = m.Where
+	}
 	sub.filter.Store(f)
-	out := map[string]any{"type": "subscribed", "event": f.names(), "visitor_id": nil}
+	out := map[string]any{"type": "subscribed", "event": f.names(), "visitor_id": nil, "where": f.whereText}
 	if f.events == nil {
 		out["event"] = nil
 	}

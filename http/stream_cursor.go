@@ -146,19 +146,28 @@ func (c *cursorConn) poke() {
 // ack applies a cumulative acknowledgement of id; it returns an error
 // message for the client when the ack is refused.
 func (c *cursorConn) ack(idText string) []byte {
+	if msg := c.ackError(idText); msg != "" {
+		return ackError(msg, idText)
+	}
+	return nil
+}
+
+// ackError applies a cumulative acknowledgement of id and returns why it
+// was refused, or "" (the ack message and POST .../ack share it).
+func (c *cursorConn) ackError(idText string) string {
 	raw, err := ids.ParseEvent(idText)
 	if err != nil {
-		return ackError("id must be an event id (evt_...)", idText)
+		return "id must be an event id (evt_...)"
 	}
 	id := storage.ID(raw)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if bytes.Compare(id[:], c.scanned[:]) > 0 {
 		// Acknowledging what was never sent would skip it.
-		return ackError("id is after the last event sent on this connection", idText)
+		return "id is after the last event sent on this connection"
 	}
 	if bytes.Compare(id[:], c.position[:]) <= 0 {
-		return nil // an old or repeated ack: nothing to do
+		return "" // an old or repeated ack: nothing to do
 	}
 	full := len(c.unacked)-c.head >= c.window
 	i := c.head
@@ -175,10 +184,15 @@ func (c *cursorConn) ack(idText string) []byte {
 		c.unacked, c.head = c.unacked[:copy(c.unacked, c.unacked[c.head:])], 0
 	}
 	c.position, c.dirty = id, true
+	if c.head == len(c.unacked) {
+		// Everything sent is acknowledged: what was scanned after it was
+		// filtered out and needs no ack (the pump's rule, docs/decisions.md).
+		c.position = c.scanned
+	}
 	if full {
 		c.poke() // the window has room again
 	}
-	return nil
+	return ""
 }
 
 func ackError(msg, id string) []byte {
@@ -211,14 +225,14 @@ func (s *Server) saveCursor(p *engine.Principal, c *cursorConn) {
 	}
 }
 
-// runCursor serves one upgraded connection on a named cursor until it closes.
-func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subscriber) {
+// runCursor serves one stream on a named cursor until it closes.
+func (s *Server) runCursor(sc *streamConn, p *engine.Principal, sub *subscriber) {
 	st := s.streams
 	c := sub.cur
-	fw := newFrameWriter(conn.NetConn())
+	out := sc.out
 	closeWith := func(code int, reason string) {
-		fw.frame(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason))
-		_ = fw.flush()
+		out.goodbye(code, reason, nil)
+		_ = out.flush()
 	}
 	_, err := s.eng.OpenCursor(p, c.name, c)
 	switch {
@@ -241,14 +255,16 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 		}
 	}()
 
-	defer s.trackStream(conn, p, sub)()
+	defer s.trackStream(p, sub, sc.close)()
 	// Subscribed before the first read: a commit after it wakes the writer.
 	s.eng.Subscribe(p, sub)
+	out.opened()
+	if out.flush() != nil {
+		return
+	}
 
-	rd := &streamReader{conn: conn, done: make(chan struct{})}
-	readerDone := rd.done
-	go s.readStream(rd, sub)
-	defer rd.stop() // see runStream: the reader must be gone before the handler returns
+	readerDone, stopReader := sc.read(sub)
+	defer stopReader() // see upgradeStream: the reader must be gone before the handler returns
 
 	ping := time.NewTicker(s.streamPing)
 	defer ping.Stop()
@@ -296,6 +312,13 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 				c.mu.Lock()
 				c.scanned = e.ID
 				if !f.match(e) {
+					// Filtered out: it needs no ack. With nothing sent
+					// and unacknowledged before it, the position passes
+					// it at once, so a narrow filter does not hold the
+					// cursor (and its lag) at events it never sees.
+					if c.head == len(c.unacked) {
+						c.position, c.dirty = e.ID, true
+					}
 					c.mu.Unlock()
 					return true
 				}
@@ -310,7 +333,7 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 					buf = append(buf[:len(buf)-1], `,"redelivered":true}`...)
 					st.cursor.redelivered.Inc()
 				}
-				fw.frame(websocket.TextMessage, buf)
+				out.event(e.ID, buf)
 				st.sent.Inc()
 				frames++
 				room--
@@ -333,7 +356,7 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 			closeWith(websocket.CloseInternalServerErr, "internal error")
 			return
 		}
-		if fw.flush() != nil {
+		if out.flush() != nil {
 			return
 		}
 		if atHorizon {
@@ -344,9 +367,11 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 			// close through between writes.
 			select {
 			case f := <-sub.control:
-				fw.frame(f.op, f.payload)
+				out.control(f)
+			case n := <-sub.notices:
+				out.message(n.Kind, n.Payload)
 			case <-ping.C:
-				fw.frame(websocket.PingMessage, nil)
+				out.ping()
 			case <-saveTick.C:
 				s.saveCursor(p, c)
 			case <-readerDone:
@@ -364,9 +389,13 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 			}
 		case <-held.C:
 		case f := <-sub.control:
-			fw.frame(f.op, f.payload)
+			out.control(f)
+		case n := <-sub.notices:
+			// Typed messages are live only: sent as they come, beside
+			// the window (they are never acknowledged nor redelivered).
+			out.message(n.Kind, n.Payload)
 		case <-ping.C:
-			fw.frame(websocket.PingMessage, nil)
+			out.ping()
 		case <-saveTick.C:
 			s.saveCursor(p, c)
 		case <-sub.shutdown:
@@ -376,7 +405,7 @@ func (s *Server) runCursor(conn *websocket.Conn, p *engine.Principal, sub *subsc
 				// what the window allows, then say goodbye.
 				for {
 					_, more, err := pump(true)
-					if err != nil || fw.flush() != nil {
+					if err != nil || out.flush() != nil {
 						return
 					}
 					if !more {

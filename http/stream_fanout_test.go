@@ -84,6 +84,7 @@ func newTestSubscriber(limit int, f *streamFilter) *subscriber {
 		limit:    int64(limit),
 		overflow: make(chan struct{}),
 		shutdown: make(chan struct{}),
+		kinds:    kindEvent,
 	}
 	sub.filter.Store(f)
 	return sub

@@ -338,8 +338,18 @@ func TestCursorExpiredByRetention(t *testing.T) {
 		t.Fatalf("after the sweep: %+v", cs)
 	}
 	wantClose(t, dial(t, cursorURL(s, "lagging", ""), bearer(key)), 4010, "cursor expired")
+	// Over SSE the same end is the last error event, with the code.
+	wantSSEEnd(t, dialSSE(t, sseURL(s, "?cursor=lagging"), key, nil), 4010, "cursor_expired")
 	ahead := dial(t, cursorURL(s, "ahead", ""), bearer(key))
 	wantEvents(t, ahead, []string{kept}, false)
+
+	aheadSSE := dialSSE(t, sseURL(s, "?cursor=ahead"), key, nil) // takes "ahead" over
+	wantClose(t, ahead, 4009, "cursor taken over")
+	if e, re := readSSEEvent(t, aheadSSE); e.ID != kept || !re {
+		t.Fatalf("SSE takeover: %s redelivered=%v, want %s redelivered", e.ID, re, kept)
+	}
+	wantStatus(t, s.AdminDo(t, "POST", base+"/ahead/reset", map[string]any{"to": "head"}), 200)
+	wantSSEEnd(t, aheadSSE, 1012, "cursor_reset")
 
 	wantStatus(t, s.AdminDo(t, "POST", base+"/lagging/reset", map[string]any{"to": "head"}), 200)
 	w := dial(t, cursorURL(s, "lagging", ""), bearer(key))

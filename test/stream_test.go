@@ -18,6 +18,7 @@ import (
 // streamMsg is any server -> client message.
 type streamMsg struct {
 	Type      string          `json:"type"`
+	CreatedAt string          `json:"created_at"` // typed messages (kinds=)
 	Data      json.RawMessage `json:"data"`
 	Error     string          `json:"error"`
 	LastID    *string         `json:"last_id"`
