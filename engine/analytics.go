@@ -535,7 +535,7 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 		seqs = append(seqs, seq)
 	}
 	return &PathsResult{Type: "paths", StartEvent: q.StartEvent, EndEvent: q.EndEvent, Steps: q.PathSteps,
-		Transitions: analytics.PathTransitions(seqs, q.StartEvent, q.EndEvent, q.PathSteps, q.Limit),
+		Transitions:  analytics.PathTransitions(seqs, q.StartEvent, q.EndEvent, q.PathSteps, q.Limit),
 		BotsExcluded: botsExcluded(&q, bots)}, nil
 }
 
