@@ -370,3 +370,7 @@ func parsePaths(arg func(name string) (string, bool), q *Query, d map[string]str
 		q.PathSteps = n
 	}
 }
+
+// Params lists every parameter name of GET /analytics (for some type), for
+// the documentation's checks.
+func Params() []string { return append([]string{"type"}, known...) }
