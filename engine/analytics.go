@@ -298,6 +298,9 @@ func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) 
 		occs := map[string][]analytics.Occ{}
 		n, err := e.db.StepOccurrences(p.dataset, name, q.VisitorID, q.HasVisitor, q.From, q.To, MaxScanEvents-scanned,
 			func(o storage.Occurrence) {
+				if !e.matches(p, &q, o.ID) {
+					return
+				}
 				if o.Bot && !q.Bots {
 					bots++
 					return
@@ -422,6 +425,9 @@ func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, e
 			byName[key] = occs
 		}
 		n, err := e.db.StepOccurrences(p.dataset, name, "", false, from, to, MaxScanEvents-scanned, func(o storage.Occurrence) {
+			if !e.matches(p, &q, o.ID) {
+				return
+			}
 			if o.Bot && !q.Bots {
 				bots[o.ID] = true
 				return
@@ -494,6 +500,9 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 	visitors := map[string]bool{}
 	var bots int64
 	scanned, err := e.db.StepOccurrences(p.dataset, anchor, "", false, q.From, q.To, MaxScanEvents, func(o storage.Occurrence) {
+		if !e.matches(p, &q, o.ID) {
+			return
+		}
 		if o.Bot && !q.Bots {
 			bots++
 			return
@@ -518,6 +527,9 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 		scanned += len(evs)
 		seq := make([]analytics.PathNode, 0, len(evs))
 		for _, ev := range evs {
+			if !e.matches(p, &q, ev.ID) {
+				continue
+			}
 			// A visitor's own bot events (one who also browsed) are left
 			// out of the path and counted like the anchor's.
 			if ev.Bot && !q.Bots {
@@ -537,6 +549,17 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 	return &PathsResult{Type: "paths", StartEvent: q.StartEvent, EndEvent: q.EndEvent, Steps: q.PathSteps,
 		Transitions:  analytics.PathTransitions(seqs, q.StartEvent, q.EndEvent, q.PathSteps, q.Limit),
 		BotsExcluded: botsExcluded(&q, bots)}, nil
+}
+
+// matches applies the where= filter to an event known by its index entry
+// (funnels, retention, paths read no record otherwise): true without a
+// filter, false for an event erased since its index entry was read.
+func (e *Engine) matches(p *Principal, q *analytics.Query, id storage.ID) bool {
+	if q.Match == nil {
+		return true
+	}
+	ev, err := e.db.GetEvent(p.dataset, id)
+	return err == nil && q.Match(ev.Properties)
 }
 
 // pagePath labels a pageview with its page path: the "path" property t.js
@@ -592,6 +615,9 @@ func (e *Engine) sessions(p *Principal, q analytics.Query) (*SessionsResult, err
 	var bots int64
 	err := e.db.EventsInRange(p.dataset, q.From-timeout, q.To, MaxScanEvents, func(ev *storage.Event) {
 		if !ev.HasVisitor {
+			return
+		}
+		if q.Match != nil && !q.Match(ev.Properties) {
 			return
 		}
 		if !q.Bots && storage.IsBot(ev.Properties) {

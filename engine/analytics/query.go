@@ -92,11 +92,11 @@ type Query struct {
 var accepted = map[Type][]string{
 	Timeseries: {"metric", "property", "event", "visitor_id", "from", "to", "interval", "where", "bots"},
 	Breakdown:  {"metric", "property", "event", "visitor_id", "from", "to", "group_by", "limit", "where", "bots"},
-	Funnel:     {"steps", "funnel_id", "window", "visitor_id", "from", "to", "bots"},
+	Funnel:     {"steps", "funnel_id", "window", "visitor_id", "from", "to", "bots", "where"},
 	Goals:      {"from", "to"},
-	Retention:  {"cohort_event", "return_event", "period", "periods", "from", "to", "bots"},
-	Paths:      {"start_event", "end_event", "steps", "limit", "from", "to", "bots"},
-	Sessions:   {"from", "to", "interval", "group_by", "limit", "bots"},
+	Retention:  {"cohort_event", "return_event", "period", "periods", "from", "to", "bots", "where"},
+	Paths:      {"start_event", "end_event", "steps", "limit", "from", "to", "bots", "where"},
+	Sessions:   {"from", "to", "interval", "group_by", "limit", "bots", "where"},
 }
 
 // IsParam reports whether name is a parameter of GET /analytics (for some type).
