@@ -196,3 +196,167 @@ func rowsText(v any) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// TestDashboardAnalyticsDepth drives the overview, retention, paths and
+// analytics pages in headless Chromium on depthTraffic: the numbers
+// rendered, a property filter and the bots toggle changing them, the
+// retention triangle's cells and a path transition's count. Every wait is
+// on a DOM condition, never on time.
+func TestDashboardAnalyticsDepth(t *testing.T) {
+	d := dashStartDriver(t)
+	s, project, _, day0 := depthStart(t)
+	d.call(nil, "context", "name", "desk", "width", 1280, "height", 900)
+	d.call(nil, "page", "ctx", "desk", "name", "d")
+	u := &dashUI{d: d, page: "d", base: s.Admin}
+	run := func(name string, f func(t *testing.T)) {
+		t.Run(name, func(st *testing.T) {
+			d.t = st
+			defer func() { d.t = t }()
+			f(st)
+		})
+	}
+	// card waits until the overview card testid reads want.
+	card := func(testid, want string) {
+		u.waitFor(fmt.Sprintf(`(document.querySelector('[data-testid=%s]') || {}).textContent === %q`, testid, want))
+	}
+	// panel waits until the bar chart of an overview panel states want.
+	panel := func(id, want string) {
+		u.waitFor(fmt.Sprintf(`(() => { const svg = document.querySelector('[data-panel=%s] figure[data-chart=bars] svg');
+			return !!svg && svg.getAttribute('aria-label').endsWith(%q); })()`, id, ": "+want+"."))
+	}
+
+	run("log in", func(t *testing.T) {
+		u.goTo("/login")
+		u.fill("Admin token", s.Token)
+		u.click("button", "Sign in")
+		u.ready()
+	})
+
+	run("overview: known numbers", func(t *testing.T) {
+		u.goTo("/#/p/" + project + "/test/overview")
+		u.ready()
+		card("ov-visitors", "4")
+		card("ov-sessions", "7")
+		card("ov-bounce", "57%")
+		card("ov-duration", "1m 43s")
+		card("ov-pageviews", "9")
+		card("ov-pages-per-session", "1.29")
+		card("ov-bots", "2")
+		u.waitText("2 bot events excluded.")
+		panel("top-pages", "/ 4, /pricing 3, /docs 1")
+		panel("sources", "direct 2, search 1, social 1")
+		panel("referrers", "google.com 1, t.co 1")
+		panel("devices", "desktop 3, mobile 1")
+		panel("browsers", "Chrome 3, Mobile Safari 1")
+		panel("os", "Windows 3, iOS 1")
+		panel("countries", "DE 4")
+		u.waitFor(`(() => { const svg = document.querySelector('section[aria-labelledby=entry-pages-title] figure[data-chart=bars] svg');
+			return !!svg && svg.getAttribute('aria-label') === 'Sessions by entry page: / 5, /docs 1, /pricing 1.'; })()`)
+		u.waitFor(`(document.querySelector('figure[data-chart=timeseries]') || {dataset: {}}).dataset.total === '4'`)
+		u.labelled(t, "overview")
+	})
+
+	run("overview: a filter and the bots toggle change the numbers", func(t *testing.T) {
+		u.fill("Filter property", "$browser")
+		u.sel("Operator", "eq")
+		u.fill("Filter value", "Chrome")
+		u.click("button", "Add filter")
+		card("ov-visitors", "3")
+		card("ov-sessions", "5")
+		card("ov-bounce", "40%")
+		card("ov-pageviews", "7")
+		panel("browsers", "Chrome 3")
+		u.waitText("Filtered: $browser is Chrome.")
+		u.click("button", "Remove filter $browser is Chrome")
+		card("ov-visitors", "4")
+		d.call(nil, "check", "page", "d", "label", "Count bots")
+		card("ov-visitors", "5")
+		card("ov-sessions", "8")
+		card("ov-bots", "counted")
+		panel("browsers", "Chrome 3, Googlebot 1, Mobile Safari 1")
+		u.waitText("Bots are counted.")
+		d.call(nil, "check", "page", "d", "label", "Count bots", "checked", false)
+		card("ov-visitors", "4")
+	})
+
+	// triangle reads the retention table: per cohort row, start, size and
+	// the returned counts of its cells.
+	triangle := func() string {
+		return u.str(`[...document.querySelectorAll('table.triangle tbody tr')].map((tr) =>
+			[tr.querySelector('td.cell').dataset.cohort, tr.querySelectorAll('td')[0].textContent,
+			 [...tr.querySelectorAll('td.cell')].map((td) => td.dataset.returned).join(',')].join(' ')).join('; ')`)
+	}
+	run("retention triangle", func(t *testing.T) {
+		u.nav("Retention", "Retention")
+		u.fill("Cohort event", "pageview")
+		u.sel("Period", "day")
+		u.sel("Periods", "3")
+		u.click("button", "Show retention")
+		d0 := day0.Format("2006-01-02T15:04:05.000Z")
+		d1 := day0.AddDate(0, 0, 1).Format("2006-01-02T15:04:05.000Z")
+		d2 := day0.AddDate(0, 0, 2).Format("2006-01-02T15:04:05.000Z")
+		u.waitFor(`document.querySelectorAll('table.triangle tbody tr').length === 3 && !!document.querySelector('table.triangle td.cell[data-k="2"]')`)
+		if got, want := triangle(), fmt.Sprintf("%s 2 2,1,1; %s 1 1,1,0; %s 1 1,0", d0, d1, d2); got != want {
+			t.Errorf("triangle:\n got %s\nwant %s", got, want)
+		}
+		// The first cohort's cells show their share and count.
+		if got := u.str(`[...document.querySelectorAll('table.triangle tbody tr:first-child td.cell')].map((td) => td.textContent).join(' | ')`); got != "100% (2) | 50% (1) | 50% (1)" {
+			t.Errorf("first cohort's cells: %s", got)
+		}
+		// The later cohorts have shorter rows: a cell for a day not begun is blank.
+		if n := u.str(`String(document.querySelectorAll('table.triangle td.future').length)`); n != "1" {
+			t.Errorf("%s blank cells, want 1 (the last cohort's day 2)", n)
+		}
+		d.call(nil, "check", "page", "d", "label", "Count bots")
+		u.waitFor(`(document.querySelector('table.triangle tbody tr:first-child td:nth-of-type(1)') || {}).textContent === '3'`)
+		if got, want := triangle(), fmt.Sprintf("%s 3 3,1,1; %s 1 1,1,0; %s 1 1,0", d0, d1, d2); got != want {
+			t.Errorf("triangle with bots:\n got %s\nwant %s", got, want)
+		}
+		d.call(nil, "check", "page", "d", "label", "Count bots", "checked", false)
+		u.waitFor(`(document.querySelector('table.triangle tbody tr:first-child td:nth-of-type(1)') || {}).textContent === '2'`)
+		u.labelled(t, "retention")
+	})
+
+	// transition is the count shown for one transition of one step ("" if absent).
+	transition := func(step int, from, to string) string {
+		return fmt.Sprintf(`(document.querySelector('section.path-step[data-step="%d"] tr[data-from=%q][data-to=%q]') || {dataset: {}}).dataset.count`, step, from, to)
+	}
+	run("paths", func(t *testing.T) {
+		u.nav("Paths", "Paths")
+		u.waitFor(transition(1, "/", "/pricing") + ` === '2'`)
+		u.waitFor(transition(1, "/", "/docs") + ` === '1'`)
+		u.waitFor(transition(2, "/pricing", "signup") + ` === '2'`)
+		u.waitText("2 bot events excluded.")
+		u.fill("Filter property", "$browser")
+		u.fill("Filter value", "Chrome")
+		u.click("button", "Add filter")
+		u.waitFor(transition(1, "/", "/docs") + ` === undefined && ` + transition(1, "/", "/pricing") + ` === '2'`)
+		u.labelled(t, "paths")
+	})
+
+	run("analytics page follows the same filters", func(t *testing.T) {
+		// The Chrome filter set on the paths page holds here too: alice,
+		// dave and erin sent 10 events; without it 12 (the crawler's 2
+		// are excluded).
+		u.nav("Analytics", "Analytics")
+		u.waitFor(`(document.querySelector('[data-testid=total-events]') || {}).textContent === '10'`)
+		u.click("button", "Remove filter $browser is Chrome")
+		u.waitFor(`(document.querySelector('[data-testid=total-events]') || {}).textContent === '12'`)
+		u.waitText("2 bot events excluded.")
+		u.labelled(t, "analytics")
+	})
+
+	run("no errors, no foreign requests", func(t *testing.T) {
+		var problems, reqs []string
+		d.call(&problems, "problems", "page", "d")
+		d.call(&reqs, "requests", "page", "d")
+		for _, p := range problems {
+			t.Errorf("page: %s", p)
+		}
+		for _, r := range reqs {
+			if !strings.HasPrefix(r, s.Admin+"/") {
+				t.Errorf("page asked %s", r)
+			}
+		}
+	})
+}
