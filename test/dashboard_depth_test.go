@@ -3,6 +3,8 @@ package test
 import (
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -208,6 +210,16 @@ func TestDashboardAnalyticsDepth(t *testing.T) {
 	d.call(nil, "context", "name", "desk", "width", 1280, "height", 900)
 	d.call(nil, "page", "ctx", "desk", "name", "d")
 	u := &dashUI{d: d, page: "d", base: s.Admin}
+	// EVENTD_SCREENSHOTS=../docs/images rewrites the pictures of these pages.
+	shots := os.Getenv("EVENTD_SCREENSHOTS")
+	if abs, err := filepath.Abs(shots); shots != "" && err == nil {
+		shots = abs
+	}
+	shot := func(page, name string) {
+		if shots != "" {
+			d.call(nil, "screenshot", "page", page, "path", filepath.Join(shots, "dashboard-"+name+".png"))
+		}
+	}
 	run := func(name string, f func(t *testing.T)) {
 		t.Run(name, func(st *testing.T) {
 			d.t = st
@@ -254,6 +266,7 @@ func TestDashboardAnalyticsDepth(t *testing.T) {
 			return !!svg && svg.getAttribute('aria-label') === 'Sessions by entry page: / 5, /docs 1, /pricing 1.'; })()`)
 		u.waitFor(`(document.querySelector('figure[data-chart=timeseries]') || {dataset: {}}).dataset.total === '4'`)
 		u.labelled(t, "overview")
+		shot("d", "overview")
 	})
 
 	run("overview: a filter and the bots toggle change the numbers", func(t *testing.T) {
@@ -315,6 +328,7 @@ func TestDashboardAnalyticsDepth(t *testing.T) {
 		d.call(nil, "check", "page", "d", "label", "Count bots", "checked", false)
 		u.waitFor(`(document.querySelector('table.triangle tbody tr:first-child td:nth-of-type(1)') || {}).textContent === '2'`)
 		u.labelled(t, "retention")
+		shot("d", "retention")
 	})
 
 	// transition is the count shown for one transition of one step ("" if absent).
@@ -327,6 +341,7 @@ func TestDashboardAnalyticsDepth(t *testing.T) {
 		u.waitFor(transition(1, "/", "/docs") + ` === '1'`)
 		u.waitFor(transition(2, "/pricing", "signup") + ` === '2'`)
 		u.waitText("2 bot events excluded.")
+		shot("d", "paths")
 		u.fill("Filter property", "$browser")
 		u.fill("Filter value", "Chrome")
 		u.click("button", "Add filter")
@@ -346,16 +361,45 @@ func TestDashboardAnalyticsDepth(t *testing.T) {
 		u.labelled(t, "analytics")
 	})
 
-	run("no errors, no foreign requests", func(t *testing.T) {
-		var problems, reqs []string
-		d.call(&problems, "problems", "page", "d")
-		d.call(&reqs, "requests", "page", "d")
-		for _, p := range problems {
-			t.Errorf("page: %s", p)
+	run("phone width", func(t *testing.T) {
+		d.call(nil, "context", "name", "phone", "width", 390, "height", 844, "mobile", true)
+		d.call(nil, "page", "ctx", "phone", "name", "m")
+		m := &dashUI{d: d, page: "m", base: s.Admin}
+		m.goTo("/login")
+		m.fill("Admin token", s.Token)
+		m.click("button", "Sign in")
+		m.ready()
+		for _, pg := range []struct{ slug, ready string }{
+			{"overview", `(document.querySelector('[data-testid=ov-sessions]') || {}).textContent === '7' && !!document.querySelector('[data-panel=countries] svg')`},
+			{"retention", `!!document.querySelector('table.triangle td.cell')`},
+			{"paths", `!!document.querySelector('section.path-step svg')`},
+		} {
+			m.goTo("/#/p/" + project + "/test/" + pg.slug)
+			m.ready()
+			m.waitFor(pg.ready)
+			var overflow int
+			m.eval("document.documentElement.scrollWidth - window.innerWidth", &overflow)
+			if overflow > 1 {
+				t.Errorf("%s at 390 px is %d px too wide", pg.slug, overflow)
+			}
+			if pg.slug == "overview" {
+				shot("m", "phone-overview")
+			}
 		}
-		for _, r := range reqs {
-			if !strings.HasPrefix(r, s.Admin+"/") {
-				t.Errorf("page asked %s", r)
+	})
+
+	run("no errors, no foreign requests", func(t *testing.T) {
+		for _, pg := range []string{"d", "m"} {
+			var problems, reqs []string
+			d.call(&problems, "problems", "page", pg)
+			d.call(&reqs, "requests", "page", pg)
+			for _, p := range problems {
+				t.Errorf("page %s: %s", pg, p)
+			}
+			for _, r := range reqs {
+				if !strings.HasPrefix(r, s.Admin+"/") {
+					t.Errorf("page %s asked %s", pg, r)
+				}
 			}
 		}
 	})
