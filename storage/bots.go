@@ -26,7 +26,12 @@ const botMark = 0xff
 // botAll is the bot series of every event (the bots' "").
 const botAll = "\xff"
 
-var botKey = []byte(`"$bot"`)
+// botKey is what a "$bot" member must contain. It starts with '$', not
+// with the quote: bytes.Index looks for the needle's first byte, and
+// quotes are everywhere in JSON while '$' is in a few enriched names only
+// (a human's enriched pageview: 50 ns, against 195 ns with the quote
+// first; a purchase without '$' 11 ns; BenchmarkIsBot).
+var botKey = []byte(`$bot"`)
 
 // IsBot reports whether an event's properties flag it as a bot: a top-level
 // member "$bot" whose value is true. The substring test first keeps the

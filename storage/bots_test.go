@@ -191,3 +191,22 @@ func TestEraseBot(t *testing.T) {
 		t.Errorf("Count = %d, %v; want 4", n, err)
 	}
 }
+
+// BenchmarkIsBot is what AddEvent pays per event to tell bots apart: the
+// bench's single scenario (a secret key's purchase, not enriched), a
+// human's enriched pageview (no "$bot" member) and a bot's.
+func BenchmarkIsBot(b *testing.B) {
+	human := []byte(`{"url":"https://shop.example/pricing?utm_source=newsletter","path":"/pricing","referrer":"https://www.google.com/",` +
+		`"$browser":"Chrome","$os":"Windows","$device":"desktop","$referrer_source":"search","$referrer_host":"google.com","$country":"DE"}`)
+	bot := []byte(`{"url":"https://shop.example/","path":"/","$browser":"Googlebot","$os":"Other","$device":"bot","$bot":true,"$referrer_source":"direct"}`)
+	for _, c := range []struct {
+		name  string
+		props []byte
+	}{{"purchase", []byte(`{"amount":49.99,"currency":"EUR","plan":"pro","items":3}`)}, {"human", human}, {"bot", bot}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				IsBot(c.props)
+			}
+		})
+	}
+}
