@@ -90,7 +90,7 @@ fuzz:
 	$(GO) test ./storage/ -run='^$$' -fuzz=FuzzDecodeRecord -fuzztime=$(FUZZTIME)
 
 # bench runs the default scenario set, on a fresh store and again after
-# loading 5 million events (5-6 minutes), and writes
+# loading 5 million events (6-7 minutes), and writes
 # bench-results.json; see docs/benchmarks.md.
 bench:
 	$(GO) run ./cmd/eventd-bench $(BENCHFLAGS)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -281,6 +282,15 @@ func (a *Admin) CreateKeys(ctx context.Context, projectID, prefix string, n int)
 		return nil, err
 	}
 	return keys, nil
+}
+
+// ResetCursor creates or moves the named cursor of a project's live
+// dataset to "head", an event id or an RFC 3339 time (POST
+// .../cursors/{name}/reset), with no consumer connected.
+func (a *Admin) ResetCursor(ctx context.Context, projectID, name, to string) error {
+	var c map[string]any
+	return a.call(ctx, "POST", "/admin/v1/projects/"+projectID+"/cursors/"+url.PathEscape(name)+"/reset?environment=live",
+		map[string]any{"to": to}, &c)
 }
 
 // CreateProjectKey creates a project through the admin API and a live secret

@@ -524,6 +524,8 @@ type StreamReport struct {
 	SlowConsumerMsgs uint64            `json:"slow_consumer_messages"`
 	Reconnects       uint64            `json:"reconnects"`
 	DialErrors       uint64            `json:"dial_errors"`
+	Acks             uint64            `json:"acks,omitempty"`
+	AckErrors        uint64            `json:"ack_errors,omitempty"`
 	// ClientCPUS is the CPU the subscribers' process used, when they ran in
 	// one (0: not measured apart).
 	ClientCPUS float64 `json:"subscriber_cpu_s,omitempty"`
@@ -539,7 +541,7 @@ func StreamJSON(r *StreamResult) *StreamReport {
 		MessagesPerSec: r.MessagesPerSec(), Latency: r.Latency.Summary(),
 		CreatedLatency: r.CreatedLatency.Summary(), Histogram: r.Latency.Buckets(),
 		Closes: r.Closes, SlowConsumerMsgs: r.SlowConsumer, Reconnects: r.Reconnects, DialErrors: r.DialErrors,
-		ClientCPUS: r.ClientCPU.Seconds(),
+		Acks: r.Acks, AckErrors: r.AckErrors, ClientCPUS: r.ClientCPU.Seconds(),
 	}
 }
 

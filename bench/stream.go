@@ -91,8 +91,51 @@ type StreamOptions struct {
 	// Query adds filters (e.g. "event=purchase"); empty: every event.
 	Query string
 	// Reconnect makes a subscriber that was closed (slow_consumer, 4008)
-	// come back with since=<last id>, as the documentation tells clients to.
+	// come back with since=<last id>, as the documentation tells clients to
+	// (a cursor subscriber comes back on its cursor, which is the resume point).
 	Reconnect bool
+	// Cursor makes every subscriber a named-cursor consumer (issue 16):
+	// subscriber i reads /stream?cursor=<Cursor>-<i> and acknowledges as
+	// client.Tail does (see AckDue); empty: plain subscribers.
+	Cursor string
+	// AckWindow is the cursors' ack_window; 0: the server's default.
+	AckWindow int
+	// KeepStart makes Mark start only the CPU clock, not PerSecond and
+	// Elapsed, which then run from the first dial: a cursor that reconnects
+	// to a backlog is sent events as soon as it is connected, before the
+	// parent's Mark could arrive.
+	KeepStart bool
+}
+
+// CursorName is the cursor of subscriber i of a set with prefix.
+func CursorName(prefix string, i int) string { return prefix + "-" + strconv.Itoa(i) }
+
+// cursorAckDelay is client.Tail's longest wait before it acknowledges what
+// it handled, copied so a bench consumer acks as the Go client does.
+const cursorAckDelay = 100 * time.Millisecond
+
+// AckEvery is how many handled events client.Tail acknowledges at once:
+// half the window, so the server never waits on an ack with a full window
+// while the consumer keeps up.
+func AckEvery(window int) int {
+	if window <= 0 {
+		window = 1000 // the server's default window
+	}
+	return max(window/2, 1)
+}
+
+// AckDue says whether a consumer holding pending unacknowledged events,
+// the last ack sent since ago, acknowledges now: every AckEvery events, or
+// once the oldest pending one waited maxDelay (checked as messages arrive).
+func AckDue(pending, every int, since, maxDelay time.Duration) bool {
+	return pending > 0 && (pending >= every || since >= maxDelay)
+}
+
+// AppendAck appends the cumulative ack of id, {"type":"ack","id":"evt_..."}.
+func AppendAck(dst, id []byte) []byte {
+	dst = append(dst, `{"type":"ack","id":"`...)
+	dst = append(dst, id...)
+	return append(dst, `"}`...)
 }
 
 // StreamResult is what the subscribers of one run saw.
@@ -113,6 +156,10 @@ type StreamResult struct {
 	SlowConsumer uint64 // slow_consumer error messages received
 	Reconnects   uint64
 	DialErrors   uint64
+	// Acks counts acknowledgements sent by cursor subscribers, AckErrors
+	// the error messages the server answered some with.
+	Acks      uint64
+	AckErrors uint64
 	// PerSecond is messages received per second since Mark.
 	PerSecond []uint64
 	// ClientCPU is the CPU the subscribers used from Mark until the run
@@ -144,6 +191,8 @@ func (r *StreamResult) Merge(o *StreamResult) {
 	r.SlowConsumer += o.SlowConsumer
 	r.Reconnects += o.Reconnects
 	r.DialErrors += o.DialErrors
+	r.Acks += o.Acks
+	r.AckErrors += o.AckErrors
 	r.ClientCPU += o.ClientCPU
 	r.HasClientCPU = r.HasClientCPU || o.HasClientCPU
 	for len(r.PerSecond) < len(o.PerSecond) {
@@ -182,6 +231,15 @@ type streamSub struct {
 	reconnect uint64
 	dialErrs  uint64
 	buf       []byte
+	// Cursor consumers: the cursor's query, the newest event not yet
+	// acknowledged, how many are pending, when the last ack went out.
+	cursorQuery string
+	pendingID   []byte
+	pending     int
+	lastAck     time.Time
+	acks        uint64
+	ackErrs     uint64
+	ackBuf      []byte
 }
 
 // StartSubscribers connects every subscriber and returns once all are
@@ -210,15 +268,22 @@ func StartSubscribers(ctx context.Context, o StreamOptions) (*Subscribers, error
 	errs := make(chan error, o.Subscribers)
 	sem := make(chan struct{}, 16)
 	var dialWG sync.WaitGroup
-	for range o.Subscribers {
-		sub := &streamSub{s: s, closes: map[string]uint64{}, buf: make([]byte, 0, 4096)}
+	for i := range o.Subscribers {
+		sub := &streamSub{s: s, closes: map[string]uint64{}, buf: make([]byte, 0, 4096), lastAck: time.Now()}
+		if o.Cursor != "" {
+			q := url.Values{"cursor": {CursorName(o.Cursor, i)}}
+			if o.AckWindow > 0 {
+				q.Set("ack_window", strconv.Itoa(o.AckWindow))
+			}
+			sub.cursorQuery = q.Encode()
+		}
 		s.subs = append(s.subs, sub)
 		dialWG.Add(1)
 		go func() {
 			defer dialWG.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			conn, err := s.dial(ctx, "")
+			conn, err := s.dial(ctx, sub.cursorQuery)
 			if err != nil {
 				errs <- err
 				return
@@ -243,14 +308,16 @@ func StartSubscribers(ctx context.Context, o StreamOptions) (*Subscribers, error
 	return s, nil
 }
 
-func (s *Subscribers) dial(ctx context.Context, since string) (*websocket.Conn, error) {
+// dial connects one subscriber; query is added to the set's (since= on a
+// reconnect, a cursor's own parameters).
+func (s *Subscribers) dial(ctx context.Context, query string) (*websocket.Conn, error) {
 	u := s.url
-	if since != "" {
+	if query != "" {
 		sep := "?"
 		if strings.Contains(u, "?") {
 			sep = "&"
 		}
-		u += sep + "since=" + url.QueryEscape(since)
+		u += sep + query
 	}
 	conn, resp, err := s.dialer.DialContext(ctx, u, s.header)
 	if err != nil {
@@ -265,7 +332,12 @@ func (s *Subscribers) dial(ctx context.Context, since string) (*websocket.Conn, 
 }
 
 // Mark starts the clock of PerSecond and Elapsed; call it as ingest starts.
-func (s *Subscribers) Mark() { s.start.Store(time.Now().UnixNano()) }
+// With KeepStart it does nothing: the clock runs from the first dial.
+func (s *Subscribers) Mark() {
+	if !s.opts.KeepStart {
+		s.start.Store(time.Now().UnixNano())
+	}
+}
 
 // Delivered is the number of event messages received so far (progress).
 func (s *Subscribers) Delivered() uint64 {
@@ -328,6 +400,8 @@ func (s *Subscribers) Stop() *StreamResult {
 		r.SlowConsumer += sub.slow
 		r.Reconnects += sub.reconnect
 		r.DialErrors += sub.dialErrs
+		r.Acks += sub.acks
+		r.AckErrors += sub.ackErrs
 		for len(r.PerSecond) < len(sub.perSec) {
 			r.PerSecond = append(r.PerSecond, 0)
 		}
@@ -368,7 +442,14 @@ func (sub *streamSub) run(ctx context.Context) {
 		if !s.opts.Reconnect {
 			return
 		}
-		next, derr := s.dial(ctx, string(sub.lastID))
+		// A cursor is its own resume point; a plain subscriber resumes
+		// after the last event it saw.
+		query := sub.cursorQuery
+		if query == "" && len(sub.lastID) > 0 {
+			query = "since=" + url.QueryEscape(string(sub.lastID))
+		}
+		sub.pending, sub.pendingID = 0, sub.pendingID[:0] // the new connection redelivers them
+		next, derr := s.dial(ctx, query)
 		sub.mu.Lock()
 		if derr != nil || s.stopping.Load() {
 			if derr != nil {
@@ -409,7 +490,18 @@ func (sub *streamSub) read(conn *websocket.Conn) error {
 			}
 		}
 		sub.buf = buf
-		sub.handle(buf, time.Now())
+		now := time.Now()
+		sub.handle(buf, now)
+		if sub.cursorQuery != "" && AckDue(sub.pending, AckEvery(sub.s.opts.AckWindow), now.Sub(sub.lastAck), cursorAckDelay) {
+			sub.ackBuf = AppendAck(sub.ackBuf[:0], sub.pendingID)
+			// The read goroutine is this connection's only writer of data
+			// frames (Stop's close is a control frame, safe beside it).
+			if err := conn.WriteMessage(websocket.TextMessage, sub.ackBuf); err != nil {
+				return err
+			}
+			sub.acks++
+			sub.pending, sub.lastAck = 0, now
+		}
 	}
 }
 
@@ -420,12 +512,16 @@ var (
 	streamCreated     = []byte(`"created_at":"`)
 	streamLastID      = []byte(`"last_id":"`)
 	streamSlow        = []byte(`"slow_consumer"`)
+	streamBadRequest  = []byte(`"bad_request"`)
 )
 
 // handle books one message; it only scans for the fields it needs, so a
 // subscriber keeps up with far more messages than a full decode would.
 func (sub *streamSub) handle(msg []byte, now time.Time) {
 	if !bytes.HasPrefix(msg, streamEventPrefix) {
+		if sub.cursorQuery != "" && bytes.Contains(msg, streamBadRequest) {
+			sub.ackErrs++ // a cursor consumer sends nothing but acks
+		}
 		if bytes.Contains(msg, streamSlow) {
 			sub.slow++
 			if id, ok := quotedAfter(msg, streamLastID); ok {
@@ -438,6 +534,10 @@ func (sub *streamSub) handle(msg []byte, now time.Time) {
 	sub.last = now
 	if id, ok := quotedAfter(msg, streamIDField); ok {
 		sub.lastID = append(sub.lastID[:0], id...)
+		if sub.cursorQuery != "" {
+			sub.pendingID = append(sub.pendingID[:0], id...)
+			sub.pending++
+		}
 	}
 	if v, ok := quotedAfter(msg, streamSentField); ok {
 		if ns, err := strconv.ParseInt(string(v), 10, 64); err == nil {

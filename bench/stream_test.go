@@ -165,3 +165,133 @@ func TestSubscribersReconnectWithSince(t *testing.T) {
 		t.Errorf("merged %+v", merged)
 	}
 }
+
+func TestAckPolicy(t *testing.T) {
+	every := []struct {
+		window, want int
+	}{
+		{0, 500}, // the server's default window of 1,000
+		{1000, 500},
+		{10000, 5000},
+		{3, 1},
+		{1, 1}, // never 0: an ack per event
+	}
+	for _, tc := range every {
+		if got := AckEvery(tc.window); got != tc.want {
+			t.Errorf("AckEvery(%d) = %d, want %d", tc.window, got, tc.want)
+		}
+	}
+	ms := time.Millisecond
+	due := []struct {
+		name    string
+		pending int
+		since   time.Duration
+		want    bool
+	}{
+		{"nothing pending, long ago", 0, time.Hour, false},
+		{"half a window", 500, 0, true},
+		{"more than half", 700, ms, true},
+		{"a few, fresh", 10, 20 * ms, false},
+		{"a few, 100 ms after the last ack", 10, 100 * ms, true},
+		{"one, just under the delay", 1, 99 * ms, false},
+	}
+	for _, tc := range due {
+		if got := AckDue(tc.pending, 500, tc.since, 100*ms); got != tc.want {
+			t.Errorf("%s: AckDue(%d, 500, %v) = %v", tc.name, tc.pending, tc.since, got)
+		}
+	}
+	if got := string(AppendAck([]byte("x"), []byte("evt_01ABC"))); got != `x{"type":"ack","id":"evt_01ABC"}` {
+		t.Errorf("AppendAck: %s", got)
+	}
+	if got := CursorName("live", 7); got != "live-7" {
+		t.Errorf("CursorName: %s", got)
+	}
+}
+
+// TestCursorSubscribersAck: cursor subscribers dial with their own cursor
+// and window, and acknowledge cumulatively, at least every half window.
+func TestCursorSubscribersAck(t *testing.T) {
+	const events = 1200
+	type conn struct {
+		query string
+		acks  []string
+	}
+	got := make(chan conn, 2)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := websocket.FastHTTPUpgrader{}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		q := ctx.QueryArgs().String()
+		_ = up.Upgrade(ctx, func(c *websocket.Conn) {
+			defer c.Close()
+			acks := make(chan []string, 1)
+			go func() {
+				var a []string
+				defer func() { acks <- a }()
+				for {
+					_, m, err := c.ReadMessage()
+					if err != nil {
+						return
+					}
+					a = append(a, string(m))
+				}
+			}()
+			for i := 1; i <= events; i++ {
+				if i == events/2 { // before the last event, so it is booked once all are delivered
+					_ = c.WriteMessage(websocket.TextMessage, []byte(`{"type":"error","error":"bad_request","message":"m","details":{"id":"x"}}`))
+				}
+				if c.WriteMessage(websocket.TextMessage, fmt.Appendf(nil, `{"type":"event","data":{"id":"evt_%04d"}}`, i)) != nil {
+					return
+				}
+			}
+			got <- conn{query: q, acks: <-acks}
+		})
+	}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown() })
+	ctx := context.Background()
+	s, err := StartSubscribers(ctx, StreamOptions{Target: "http://" + ln.Addr().String(), Key: "k", Subscribers: 1, Cursor: "sink", AckWindow: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.WaitDrained(ctx, events, time.Minute, time.Minute)
+	r := s.Stop()
+	c := <-got
+	if c.query != "ack_window=1000&cursor=sink-0" {
+		t.Errorf("query %q", c.query)
+	}
+	if r.Delivered != events || r.Acks != uint64(len(c.acks)) || r.Acks < 2 {
+		t.Errorf("delivered %d, acks %d booked, %d received", r.Delivered, r.Acks, len(c.acks))
+	}
+	// Cumulative and in order, and never more than half a window apart:
+	// the 500th and 1,000th events are acknowledged at the latest.
+	last := 0
+	for _, a := range c.acks {
+		var n int
+		if _, err := fmt.Sscanf(a, `{"type":"ack","id":"evt_%04d"}`, &n); err != nil || n <= last || n-last > 500 {
+			t.Fatalf("ack %s after evt_%04d", a, last)
+		}
+		last = n
+	}
+	if last < 1000 {
+		t.Errorf("last ack evt_%04d, want at least evt_1000", last)
+	}
+	if r.AckErrors != 1 {
+		t.Errorf("ack errors %d, want 1", r.AckErrors)
+	}
+}
+
+// TestMarkKeepStart: a catch-up's clock runs from the dial, since events
+// arrive before the parent's Mark could; plain runs start it at Mark.
+func TestMarkKeepStart(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		s := &Subscribers{opts: StreamOptions{KeepStart: keep}}
+		s.start.Store(1)
+		s.Mark()
+		if moved := s.start.Load() != 1; moved == keep {
+			t.Errorf("KeepStart %v: Mark moved the start: %v", keep, moved)
+		}
+	}
+}

@@ -279,6 +279,8 @@ type streamWire struct {
 	SlowConsumer   uint64
 	Reconnects     uint64
 	DialErrors     uint64
+	Acks           uint64
+	AckErrors      uint64
 	PerSecond      []uint64
 }
 
@@ -314,13 +316,15 @@ func (w histWire) histogram() Histogram {
 func wireOf(r *StreamResult) streamWire {
 	return streamWire{Subscribers: r.Subscribers, Delivered: r.Delivered, Elapsed: r.Elapsed,
 		Latency: histOf(&r.Latency), CreatedLatency: histOf(&r.CreatedLatency), Closes: r.Closes,
-		SlowConsumer: r.SlowConsumer, Reconnects: r.Reconnects, DialErrors: r.DialErrors, PerSecond: r.PerSecond}
+		SlowConsumer: r.SlowConsumer, Reconnects: r.Reconnects, DialErrors: r.DialErrors, Acks: r.Acks, AckErrors: r.AckErrors,
+		PerSecond: r.PerSecond}
 }
 
 func (w *streamWire) result() *StreamResult {
 	r := &StreamResult{Subscribers: w.Subscribers, Delivered: w.Delivered, Elapsed: w.Elapsed,
 		Latency: w.Latency.histogram(), CreatedLatency: w.CreatedLatency.histogram(), Closes: w.Closes,
-		SlowConsumer: w.SlowConsumer, Reconnects: w.Reconnects, DialErrors: w.DialErrors, PerSecond: w.PerSecond}
+		SlowConsumer: w.SlowConsumer, Reconnects: w.Reconnects, DialErrors: w.DialErrors, Acks: w.Acks, AckErrors: w.AckErrors,
+		PerSecond: w.PerSecond}
 	if r.Closes == nil {
 		r.Closes = map[string]uint64{}
 	}

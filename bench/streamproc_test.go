@@ -53,3 +53,20 @@ func TestSubscriberProcess(t *testing.T) {
 		t.Error("the child is still running after Stop")
 	}
 }
+
+// TestStreamWireKeepsCursorCounts: the acks a cursor consumer child sent
+// reach the parent.
+func TestStreamWireKeepsCursorCounts(t *testing.T) {
+	r := &StreamResult{Subscribers: 2, Delivered: 9, Acks: 4, AckErrors: 1, Closes: map[string]uint64{}}
+	w := wireOf(r)
+	got := w.result()
+	if got.Acks != 4 || got.AckErrors != 1 || got.Delivered != 9 {
+		t.Errorf("%+v", got)
+	}
+	m := &StreamResult{}
+	m.Merge(got)
+	m.Merge(got)
+	if m.Acks != 8 || m.AckErrors != 2 {
+		t.Errorf("merged acks %d errors %d", m.Acks, m.AckErrors)
+	}
+}

@@ -88,3 +88,51 @@ func BenchmarkIdempotencyLookup(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(keys)), "ns/key")
 	})
 }
+
+// BenchmarkRecordReads compares GetEvent per record with one recordReader
+// for the records of a time range, as a where= query reads them: 100,000
+// events flushed to sstables, 10,000 read in id order.
+func BenchmarkRecordReads(b *testing.B) {
+	db := openTestDB(b, "")
+	const stored = 100_000
+	props := []byte(`{"amount":12.5,"currency":"EUR","sku":"sku_1","page":"/checkout/confirm"}`)
+	for i := 0; i < stored; i += 1000 {
+		bt := db.NewBatch()
+		for j := i; j < i+1000; j++ {
+			bt.AddEvent(1, &Event{ID: testID(uint64(j)), Name: "purchase", Timestamp: int64(j), CreatedAt: int64(j), Properties: props})
+		}
+		if err := bt.Commit(false); err != nil {
+			b.Fatal(err)
+		}
+		bt.Close()
+	}
+	if err := db.Pebble().Flush(); err != nil {
+		b.Fatal(err)
+	}
+	const reads = 10_000
+	b.Run("get", func(b *testing.B) {
+		for b.Loop() {
+			for j := range reads {
+				if _, err := db.GetEvent(1, testID(uint64(j*7))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*reads), "ns/record")
+	})
+	b.Run("reader", func(b *testing.B) {
+		for b.Loop() {
+			r, err := db.newRecordReader(1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for j := range reads {
+				if _, err := r.get(testID(uint64(j * 7))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			_ = r.close()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*reads), "ns/record")
+	})
+}

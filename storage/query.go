@@ -80,9 +80,14 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 			return nil, 0, err
 		}
 	}
+	rr, err := d.newRecordReader(q.Dataset)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rr.close()
 	events := make([]Event, 0, len(ids))
 	for _, id := range ids {
-		e, err := d.GetEvent(q.Dataset, id)
+		e, err := rr.get(id)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -189,6 +194,17 @@ func (d *DB) EventsAfter(ds uint32, after ID, limit int, fn func(*Event) bool) e
 // events match, so every record in the range is read and matched, newest
 // first, to give the page and the exact total; at most q.MaxScan records.
 func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
+	if !q.HasVisitor {
+		// The counters say up front whether the range is past MaxScan: such
+		// a query fails at once rather than after reading MaxScan records.
+		n, err := d.Count(q.Dataset, q.Name, q.From, q.To)
+		if err != nil {
+			return nil, 0, err
+		}
+		if n > int64(q.MaxScan) {
+			return nil, 0, ErrScanLimit
+		}
+	}
 	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
 	lower, upper := rangeBounds(prefix, q.From, q.To)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
@@ -196,6 +212,11 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		return nil, 0, err
 	}
 	defer it.Close()
+	rr, err := d.newRecordReader(q.Dataset)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rr.close()
 	nameFilter := q.HasVisitor && q.Name != ""
 	events := make([]Event, 0, q.Limit)
 	var matched int64
@@ -211,7 +232,7 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		if !ok {
 			return nil, 0, errCorrupt
 		}
-		e, err := d.GetEvent(q.Dataset, id)
+		e, err := rr.get(id)
 		if errors.Is(err, ErrNotFound) {
 			continue // erased between the index entry and its record
 		}

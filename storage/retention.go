@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"errors"
+
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -22,6 +24,11 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 		if err != nil {
 			return n, err
 		}
+		rr, err := d.newRecordReader(ds)
+		if err != nil {
+			_ = it.Close()
+			return n, err
+		}
 		b := d.db.NewBatch()
 		count := 0
 		var last []byte
@@ -30,7 +37,7 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 			if !ok {
 				continue
 			}
-			e, err := d.GetEvent(ds, id)
+			e, err := rr.get(id)
 			if err == nil {
 				_ = b.Delete(eventKey(nil, ds, id), nil)
 				_ = b.Delete(append(appendTS(namePrefix(nil, ds, e.Name), ts), id[:]...), nil)
@@ -42,7 +49,7 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 			last = append(last[:0], it.Key()...)
 			count++
 		}
-		err = it.Close()
+		err = errors.Join(it.Close(), rr.close())
 		if err == nil {
 			err = d.commit(b, pebble.Sync)
 		}

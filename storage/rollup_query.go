@@ -236,6 +236,11 @@ func (d *DB) edgeAggregate(q *AggQuery, e span, a *Agg) error {
 		return err
 	}
 	defer it.Close()
+	rr, err := d.newRecordReader(q.Dataset)
+	if err != nil {
+		return err
+	}
+	defer rr.close()
 	needRecord := q.Property != "" || (q.Unique && q.Name == "")
 	s := sumValue{sum: a.Sum, n: a.N}
 	for it.First(); it.Valid(); it.Next() {
@@ -255,7 +260,7 @@ func (d *DB) edgeAggregate(q *AggQuery, e span, a *Agg) error {
 		if !ok {
 			return errCorrupt
 		}
-		ev, err := d.GetEvent(q.Dataset, id)
+		ev, err := rr.get(id)
 		if err != nil {
 			return err
 		}
@@ -300,8 +305,13 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 	if q.Property != "" {
 		sums = make([]sumValue, len(out))
 	}
+	rr, err := d.newRecordReader(q.Dataset)
+	if err != nil {
+		return err
+	}
+	defer rr.close()
 	scanned := 0
-	err := d.scanIndex(visitorPrefix(nil, q.Dataset, q.VisitorID), from, to, func(ts int64, id ID, value []byte) error {
+	err = d.scanIndex(visitorPrefix(nil, q.Dataset, q.VisitorID), from, to, func(ts int64, id ID, value []byte) error {
 		name, bot := splitBot(value)
 		if q.Name != "" && string(name) != q.Name {
 			return nil
@@ -323,7 +333,7 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 			a.Sketch.Add(HashVisitor(q.VisitorID))
 		}
 		if q.Property != "" {
-			ev, err := d.GetEvent(q.Dataset, id)
+			ev, err := rr.get(id)
 			if err != nil {
 				return err
 			}
@@ -355,10 +365,15 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 			return ErrScanLimit
 		}
 	}
+	rr, err := d.newRecordReader(q.Dataset)
+	if err != nil {
+		return err
+	}
+	defer rr.close()
 	sums := make([]sumValue, len(out))
 	scanned := 0
 	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
-	err := d.scanIndex(prefix, from, to, func(ts int64, id ID, value []byte) error {
+	err = d.scanIndex(prefix, from, to, func(ts int64, id ID, value []byte) error {
 		if q.HasVisitor && q.Name != "" && !sameName(value, q.Name) {
 			return nil
 		}
@@ -369,7 +384,7 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 		if i < 0 || i >= len(out) {
 			return nil
 		}
-		ev, err := d.GetEvent(q.Dataset, id)
+		ev, err := rr.get(id)
 		if errors.Is(err, ErrNotFound) {
 			return nil // erased between the index entry and its record
 		}
@@ -503,6 +518,11 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 		}
 		defer persons.Close()
 	}
+	rr, err := d.newRecordReader(q.Dataset)
+	if err != nil {
+		return nil, total, err
+	}
+	defer rr.close()
 	scanned := 0
 	err = d.scanIndex(prefix, q.From, q.To, func(_ int64, id ID, value []byte) error {
 		if q.HasVisitor && q.Name != "" && !sameName(value, q.Name) {
@@ -511,7 +531,7 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
 			return ErrScanLimit
 		}
-		ev, err := d.GetEvent(q.Dataset, id)
+		ev, err := rr.get(id)
 		if err != nil {
 			return err
 		}
@@ -697,12 +717,17 @@ func (d *DB) EventsInRange(ds uint32, from, to int64, maxScan int, fn func(*Even
 			return ErrScanLimit
 		}
 	}
+	rr, err := d.newRecordReader(ds)
+	if err != nil {
+		return err
+	}
+	defer rr.close()
 	scanned := 0
 	return d.scanIndex(appendDataset(nil, prefixTime, ds), from, to, func(_ int64, id ID, _ []byte) error {
 		if scanned++; maxScan > 0 && scanned > maxScan {
 			return ErrScanLimit
 		}
-		ev, err := d.GetEvent(ds, id)
+		ev, err := rr.get(id)
 		if errors.Is(err, ErrNotFound) {
 			return nil // erased between the index entry and its record
 		}

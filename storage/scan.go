@@ -22,12 +22,17 @@ func (d *DB) ScanEvents(ds uint32, from, to int64, fn func(*Event) bool) error {
 		return err
 	}
 	defer it.Close()
+	rr, err := d.newRecordReader(ds)
+	if err != nil {
+		return err
+	}
+	defer rr.close()
 	for it.First(); it.Valid(); it.Next() {
 		_, id, ok := tsIDSuffix(it.Key())
 		if !ok {
 			return errCorrupt
 		}
-		e, err := d.GetEvent(ds, id)
+		e, err := rr.get(id)
 		if err != nil {
 			return err
 		}

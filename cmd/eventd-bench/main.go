@@ -10,7 +10,7 @@
 // already running (with --admin-url/--admin-token for the scenarios that
 // create keys, for profiles and for memory).
 //
-//	go run ./cmd/eventd-bench                       # the default set, fresh then loaded with 5M events, 5-6 minutes
+//	go run ./cmd/eventd-bench                       # the default set, fresh then loaded with 5M events, 6-7 minutes
 //	go run ./cmd/eventd-bench --scenarios single --rounds 5 --duration 10s
 //	go run ./cmd/eventd-bench --fsync-delay 1ms     # emulate a cloud disk
 //	go run ./cmd/eventd-bench --pprof prof/         # CPU and allocation profiles
@@ -77,6 +77,11 @@ type options struct {
 	analyticsEvents int
 	analyticsRate   float64
 	loadedEvents    uint64
+	cursors         int
+	cursorRate      float64
+	cursorBacklog   int
+	cursorAckWindow int
+	whereEvents     int
 }
 
 // hiddenFlags are for the bench's own machinery and tests, not for users.
@@ -113,6 +118,11 @@ func run(args []string) int {
 	fs.Float64Var(&o.streamRate, "stream-rate", 5000, "stream scenario: events/s of the fixed-rate delivery-latency run")
 	fs.IntVar(&o.analyticsEvents, "analytics-events", 10_000_000, "analytics scenario: events loaded over the last 30 days before the queries")
 	fs.Float64Var(&o.analyticsRate, "analytics-rate", 200, "analytics scenario: open-loop queries/s (spread over enough keys to stay under 50 a minute each)")
+	fs.IntVar(&o.cursors, "cursors", 100, "cursors scenario: named-cursor consumers on the dataset")
+	fs.Float64Var(&o.cursorRate, "cursor-rate", 5000, "cursors scenario: open-loop events/s of POST /events")
+	fs.IntVar(&o.cursorBacklog, "cursor-backlog", 500_000, "cursors scenario: events committed while the catch-up cursor is away (500,000: 10 minutes at 833 events/s)")
+	fs.IntVar(&o.cursorAckWindow, "cursor-ack-window", 0, "cursors scenario: the consumers' ack_window (1-10000); 0: the server's default (1000)")
+	fs.IntVar(&o.whereEvents, "where-events", 2_000_000, "where scenario: events loaded into its dataset, as dense as 10 million a month (10000000: the issue's month)")
 	fs.Uint64Var(&o.loadedEvents, "loaded-events", 5_000_000, "after the fresh runs, load this many more events into eventd and the Pebble ceiling and run single, batch, enterprise and mixed again (the steady-state figures); 0: skip")
 	fs.BoolVar(&o.noopInProc, "noop-inproc", false, "serve the no-op ceiling inside this process instead of a child process")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (server data, log, Pebble store)")
@@ -132,8 +142,8 @@ func run(args []string) int {
 		})
 		fmt.Fprint(fs.Output(), `
 examples:
-  eventd-bench                                   build, start and bench eventd (5-6 minutes)
-  eventd-bench --loaded-events 0                 only the fresh store (about 2.5 minutes)
+  eventd-bench                                   build, start and bench eventd (6-7 minutes)
+  eventd-bench --loaded-events 0                 only the fresh store (about 3.5 minutes)
   eventd-bench --scenarios single,batch --rounds 5 --duration 10s
   eventd-bench --target http://127.0.0.1:8080 --key sk_live_... [--admin-url http://127.0.0.1:8081 --admin-token ...]
   eventd-bench --fsync-delay 1ms                 a slow disk, for eventd and the Pebble ceiling
@@ -191,6 +201,13 @@ func (o *options) check() error {
 	if o.keys < 1 || o.keyLimit < 1 || o.openConns < 1 || o.rlKeys < 1 || o.rlLimit < 1 || o.streamSubs < 0 || o.streamRate <= 0 ||
 		o.analyticsEvents < 1 || o.analyticsRate <= 0 {
 		return errors.New("--keys, --key-limit, --open-conns, --ratelimit-keys, --ratelimit-limit, --stream-rate and the --analytics ones must be positive")
+	}
+	if o.cursors < 1 || o.cursorRate <= 0 || o.cursorBacklog < 1 || o.cursorAckWindow < 0 || o.cursorAckWindow > 10_000 ||
+		o.whereEvents < 1 {
+		return errors.New("--cursors, --cursor-rate, --cursor-backlog and --where-events must be positive, --cursor-ack-window 0-10000")
+	}
+	if o.whereEvents < whereMinEvents {
+		return fmt.Errorf("--where-events must be at least %d (its queries look a day back, and the events are as dense as 10 million a month)", whereMinEvents)
 	}
 	if o.soak < 0 || o.soakRate < 0 {
 		return errors.New("--soak and --soak-rate cannot be negative")
@@ -273,6 +290,15 @@ func benchMain(ctx context.Context, o *options) error {
 	}
 	if o.loadedEvents > 0 && slices.ContainsFunc(o.scenarioList(), func(s string) bool { return slices.Contains(loadedScenarios, s) }) {
 		config["loaded_events"] = o.loadedEvents
+	}
+	if slices.Contains(o.scenarioList(), "cursors") {
+		config["cursors"] = o.cursors
+		config["cursor_rate"] = o.cursorRate
+		config["cursor_backlog"] = o.cursorBacklog
+		config["cursor_ack_window"] = o.cursorAckWindow
+	}
+	if slices.Contains(o.scenarioList(), "where") {
+		config["where_events"] = o.whereEvents
 	}
 	if slices.Contains(o.scenarioList(), "analytics") {
 		config["analytics_events"] = o.analyticsEvents
@@ -487,6 +513,9 @@ func runScenario(ctx context.Context, e *env, prog *progress, name, phase string
 	all := append(append([]subject{p.eventd}, p.ceilings...), p.others...)
 	if e.o.warmup > 0 {
 		for _, s := range all {
+			if s.noWarmup {
+				continue
+			}
 			if _, err := measure(ctx, e, prog, s, e.o.warmup, fmt.Sprintf("%s warm-up", display)); err != nil {
 				return nil, "", err
 			}
@@ -532,6 +561,11 @@ func runScenario(ctx context.Context, e *env, prog *progress, name, phase string
 
 // measure runs one subject once, with the progress line showing it.
 func measure(ctx context.Context, e *env, prog *progress, s subject, d time.Duration, label string) (*bench.Result, error) {
+	if s.prepare != nil {
+		if err := s.prepare(ctx, prog); err != nil {
+			return nil, fmt.Errorf("%s %s: preparing: %w", label, s.name, err)
+		}
+	}
 	prog.begin(fmt.Sprintf("%-18s %-22s", label, s.name), d, s.unit, s.eventsPer)
 	cpu := bench.StartCPU(s.proc(e))
 	res, err := s.run(ctx, d, prog)
@@ -568,6 +602,13 @@ func profileRun(ctx context.Context, e *env, prog *progress, scenario string, s 
 	slug := func(s string) string { return strings.Trim(nonSlug.ReplaceAllString(s, "-"), "-") }
 	base := filepath.Join(e.o.pprofDir, slug(scenario)+"-"+slug(s.name))
 	files := []string{base + ".allocs.before.pprof", base + ".cpu.pprof", base + ".allocs.pprof"}
+	if s.prepare != nil {
+		// The profile is of the run, not of its preparation (a backlog load).
+		if err := s.prepare(ctx, prog); err != nil {
+			return nil, err
+		}
+		s.prepare = nil
+	}
 	if err := e.admin.SaveProfile(ctx, "allocs", "", files[0]); err != nil {
 		return nil, err
 	}

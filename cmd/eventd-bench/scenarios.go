@@ -27,6 +27,12 @@ type subject struct {
 	// or "pebble" (this process); "" is eventd.
 	ceiling string
 	run     func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error)
+	// prepare, when set, runs before each run outside its measured time
+	// and CPU (the catch-up's backlog is loaded there).
+	prepare func(ctx context.Context, p *progress) error
+	// noWarmup skips the subject's warm-up: runs bounded by a count, not
+	// by the round's duration, gain nothing from a short one.
+	noWarmup bool
 }
 
 // proc is the process whose CPU time a run of s costs (see bench.CPUMeter).
@@ -63,14 +69,14 @@ type scenarioDef struct {
 }
 
 func scenarioNames() []string {
-	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "import", "segment", "analytics"}
+	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "cursors", "import", "segment", "where", "analytics"}
 }
 
-// defaultScenarios is the short set of make bench (about 2.5 minutes, plus
+// defaultScenarios is the short set of make bench (about 3.5 minutes, plus
 // 3-4 for the loaded phase of single, batch, enterprise and mixed);
 // analytics loads ten million events first, so it runs when asked for.
 func defaultScenarios() []string {
-	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "import", "segment"}
+	return []string{"single", "batch", "enterprise", "mixed", "ratelimit", "stream", "cursors", "import", "segment", "where"}
 }
 
 var scenarioDefs = map[string]scenarioDef{
@@ -97,6 +103,14 @@ var scenarioDefs = map[string]scenarioDef{
 	"stream": {
 		description: "/stream fan-out: 100 WebSocket subscribers on one dataset while POST /events runs at full speed, and at 5,000 events/s",
 		build:       buildStream,
+	},
+	"cursors": {
+		description: "/stream named cursors (issue 16): 100 acknowledging cursor consumers on one dataset while POST /events runs at 5,000 events/s (open loop), vs the same load without them; and one cursor catching up on a backlog",
+		build:       buildCursors,
+	},
+	"where": {
+		description: "where= property filters (issue 15): GET /events and GET /analytics with a filter matching 1% over a dataset as dense as 10 million events a month, open loop",
+		build:       buildWhere,
 	},
 	"import": {
 		description: "POST /admin/v1/projects/{id}/import: NDJSON lines of the single event with idempotency keys, one import of about --duration per round",

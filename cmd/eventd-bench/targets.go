@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/eventd/eventd/bench"
 )
@@ -23,6 +24,18 @@ const (
 	// minSegmentRatio: Segment batches over native batches of the same
 	// events on the same server (issue 14).
 	minSegmentRatio = 0.8
+	// minCursorIngestRatio: ingest with 100 named cursors over ingest
+	// without them, at the same open-loop rate (issue 16).
+	minCursorIngestRatio = 0.8
+	// maxCursorDeliveryP99: an event's way from its send to each cursor
+	// consumer at 5,000 events/s (issue 16).
+	maxCursorDeliveryP99 = 50 * time.Millisecond
+	// minCatchUpRate: events/s a reconnected cursor drains its backlog at
+	// (issue 16).
+	minCatchUpRate = 50_000
+	// maxWhereP99: a where= query over a store of 10 million events whose
+	// filter matches 1% (issue 15).
+	maxWhereP99 = 200 * time.Millisecond
 )
 
 const cpuTargetName = "server CPU per durable event / no-op CPU per request"

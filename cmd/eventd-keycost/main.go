@@ -14,9 +14,11 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -40,6 +42,26 @@ type variant struct {
 	about string
 	exp   storage.Experiment
 	gen   bool // generate the events but store nothing: the generator's own CPU
+	// idem, if set, gives each event an idempotency key (as a Segment
+	// message's messageId is) written beside it, as the shards do.
+	idem      func(k uint64, ms int64) string
+	hashedKey bool // idem's keys stand for the key id too
+}
+
+func fnv64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// idemKeyID is as long as eventd's key ids (key_ and 16 characters).
+const idemKeyID = "key_0123456789abcdef"
+
+// segmentMessageID is what analytics-node and analytics.js send:
+// node-next-<Unix ms>-<UUID v4>, ordered by time, then random.
+func segmentMessageID(k uint64, ms int64) string {
+	h1, h2 := k*0x9E3779B97F4A7C15, (k+1)*0xC2B2AE3D27D4EB4F
+	return fmt.Sprintf("node-next-%d-%08x-%04x-4%03x-a%03x-%012x", ms, uint32(h1), uint16(h1>>32), uint16(h1>>48)&0xfff, uint16(h2)&0xfff, h2>>16)
 }
 
 // compressionOff turns compression off at the first levels and keeps
@@ -65,8 +87,19 @@ var variants = map[string]variant{
 	"noT":        {about: "without the time index (T)", exp: storage.Experiment{SkipTime: true}},
 	"recordOnly": {about: "E records and L entries only", exp: storage.Experiment{SkipTime: true, SkipName: true, SkipVisitor: true}},
 	"gen":        {about: "the event generator alone, nothing stored", gen: true},
-	"nocomp2":    {about: "no compression at L0-L1 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(2)}},
-	"nocomp3":    {about: "no compression at L0-L2 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(3)}},
+	"idem":       {about: "today's store, each event with a Segment-style idempotency key (node-next-<ms>-<uuid>)", idem: segmentMessageID},
+	"idemHashed": {about: "as idem, the key stored as a 2-byte day and a 128-bit hash of key id and messageId", idem: func(k uint64, ms int64) string {
+		id := segmentMessageID(k, ms)
+		h1, h2 := fnv64(idemKeyID+id), fnv64(id+idemKeyID)
+		var b [18]byte
+		binary.BigEndian.PutUint16(b[:], uint16(ms/86_400_000))
+		binary.BigEndian.PutUint64(b[2:], h1)
+		binary.BigEndian.PutUint64(b[10:], h2)
+		return string(b[:])
+	}, hashedKey: true},
+	"idemBench": {about: "today's store, each event with the bench's idempotency key (node-next-1764000000000-<n>)", idem: func(k uint64, _ int64) string { return "node-next-1764000000000-" + strconv.FormatUint(k, 10) }},
+	"nocomp2":   {about: "no compression at L0-L1 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(2)}},
+	"nocomp3":   {about: "no compression at L0-L2 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(3)}},
 	// On a store of a few GiB the levels in use are L0, L5 and L6 (Pebble
 	// sizes levels from the bottom up), so the two above only touch
 	// flushes; this one leaves every level but the bottom uncompressed.
@@ -267,6 +300,13 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 					e.ID, e.Timestamp, e.CreatedAt = id, ms, ms
 					if b != nil {
 						b.AddEvent(1, e)
+						if v.idem != nil {
+							keyID := idemKeyID
+							if v.hashedKey {
+								keyID = ""
+							}
+							b.AddIdempotency(keyID, v.idem(uint64(k), ms), storage.IdemRecord{Hash: uint64(k) * 0x9E3779B97F4A7C15, ID: id, Timestamp: ms, CreatedAt: ms})
+						}
 					}
 				}
 				if b == nil {
