@@ -46,6 +46,9 @@ type TimeseriesResult struct {
 	To       string  `json:"to"`
 	Total    float64 `json:"total"`
 	Data     []Point `json:"data"`
+	// BotsExcluded is how many events flagged $bot the answer left out;
+	// absent with bots=include.
+	BotsExcluded *int64 `json:"bots_excluded,omitempty"`
 }
 
 // Point is one bucket of a timeseries.
@@ -61,6 +64,9 @@ type BreakdownResult struct {
 	GroupBy string          `json:"group_by"`
 	Total   float64         `json:"total"`
 	Data    []analytics.Row `json:"data"`
+	// BotsExcluded is how many events flagged $bot the answer left out;
+	// absent with bots=include.
+	BotsExcluded *int64 `json:"bots_excluded,omitempty"`
 }
 
 // FunnelResult is the answer to type=funnel.
@@ -68,6 +74,9 @@ type FunnelResult struct {
 	Type   string       `json:"type"`
 	Window int64        `json:"window"`
 	Steps  []FunnelStep `json:"steps"`
+	// BotsExcluded is how many events flagged $bot the answer left out;
+	// absent with bots=include.
+	BotsExcluded *int64 `json:"bots_excluded,omitempty"`
 }
 
 // FunnelStep is one step of a funnel.
@@ -133,7 +142,16 @@ func value(m analytics.Metric, a *storage.Agg) float64 {
 func (e *Engine) aggQuery(p *Principal, q *analytics.Query, name string, bounds []int64) storage.AggQuery {
 	return storage.AggQuery{Dataset: p.dataset, Name: name, Property: q.Property,
 		Unique: q.Metric == analytics.UniqueVisitors, Bounds: bounds,
-		VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, MaxScan: MaxScanEvents, Match: q.Match}
+		VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, MaxScan: MaxScanEvents, Match: q.Match, Bots: q.Bots}
+}
+
+// botsExcluded is the bots_excluded of an answer: n when bots were left
+// out, absent (nil) when they were counted.
+func botsExcluded(q *analytics.Query, n int64) *int64 {
+	if q.Bots {
+		return nil
+	}
+	return &n
 }
 
 // scanLimit is the 422 of a query past MaxScanEvents, naming the parameter
@@ -165,6 +183,7 @@ func (e *Engine) timeseries(p *Principal, q analytics.Query) (*TimeseriesResult,
 		mergeAgg(&total, &aggs[i])
 	}
 	res.Total = value(q.Metric, &total)
+	res.BotsExcluded = botsExcluded(&q, total.Bots)
 	return res, nil
 }
 
@@ -181,6 +200,7 @@ func (e *Engine) aggregate(p *Principal, q *analytics.Query, bounds []int64) ([]
 // mergeAgg adds b to a: counts and sums add, visitor sketches unite.
 func mergeAgg(a, b *storage.Agg) {
 	a.Count += b.Count
+	a.Bots += b.Bots
 	a.Sum += b.Sum
 	a.N += b.N
 	if b.Sketch != nil {
@@ -198,7 +218,7 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 		groups, total, err := e.db.GroupByProperty(storage.GroupQuery{Dataset: p.dataset, Name: q.Event,
 			VisitorID: q.VisitorID, HasVisitor: q.HasVisitor, From: q.From, To: q.To,
 			GroupBy: q.GroupProperty, Property: q.Property, Unique: q.Metric == analytics.UniqueVisitors,
-			Persons: true, MaxScan: MaxScanEvents, Match: q.Match})
+			Persons: true, MaxScan: MaxScanEvents, Match: q.Match, Bots: q.Bots})
 		if errors.Is(err, storage.ErrScanLimit) {
 			return nil, &ScanLimitError{Param: "group_by", Message: fmt.Sprintf(
 				"A breakdown by a property reads every event of the range, and this range holds more than %d; "+
@@ -216,6 +236,7 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 		}
 		res.Data = analytics.Top(rows, q.Limit)
 		res.Total = value(q.Metric, &total)
+		res.BotsExcluded = botsExcluded(&q, total.Bots)
 		return res, nil
 	}
 	names := []string{q.Event}
@@ -244,6 +265,7 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 	}
 	res.Data = analytics.Top(rows, q.Limit)
 	res.Total = value(q.Metric, &total)
+	res.BotsExcluded = botsExcluded(&q, total.Bots)
 	return res, nil
 }
 
@@ -265,6 +287,7 @@ func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) 
 		"The funnel's steps have more than %d events in the range; narrow from/to", MaxScanEvents)}
 	byName := map[string]map[string][]analytics.Occ{}
 	scanned := 0
+	var bots int64
 	for _, name := range steps {
 		if byName[name] != nil {
 			continue
@@ -275,6 +298,13 @@ func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) 
 		occs := map[string][]analytics.Occ{}
 		n, err := e.db.StepOccurrences(p.dataset, name, q.VisitorID, q.HasVisitor, q.From, q.To, MaxScanEvents-scanned,
 			func(o storage.Occurrence) {
+				if !e.matches(p, &q, o.ID) {
+					return
+				}
+				if o.Bot && !q.Bots {
+					bots++
+					return
+				}
 				occs[o.Visitor] = append(occs[o.Visitor], analytics.Occ{TS: o.Timestamp, ID: o.ID})
 			})
 		scanned += n
@@ -303,7 +333,7 @@ func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) 
 	}
 	counts := analytics.FunnelCounts(byVisitor, len(steps), window*1000)
 	rates := analytics.ConversionRates(counts)
-	res := &FunnelResult{Type: "funnel", Window: window, Steps: make([]FunnelStep, len(steps))}
+	res := &FunnelResult{Type: "funnel", Window: window, Steps: make([]FunnelStep, len(steps)), BotsExcluded: botsExcluded(&q, bots)}
 	for i, name := range steps {
 		res.Steps[i] = FunnelStep{Event: name, Visitors: counts[i], ConversionRate: rates[i]}
 	}
@@ -360,6 +390,9 @@ type RetentionResult struct {
 	Type    string         `json:"type"`
 	Period  string         `json:"period"`
 	Cohorts []CohortResult `json:"cohorts"`
+	// BotsExcluded is how many events flagged $bot the answer left out;
+	// absent with bots=include.
+	BotsExcluded *int64 `json:"bots_excluded,omitempty"`
 }
 
 // CohortResult is one row of the retention triangle.
@@ -383,6 +416,8 @@ func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, e
 	end = min(end-1, now)
 	byName := map[string]map[string][]analytics.Occ{}
 	scanned := 0
+	// A bot event can be read twice (as cohort and as return event): count it once.
+	bots := map[storage.ID]bool{}
 	scan := func(key, name string, from, to int64) error {
 		occs := byName[key]
 		if occs == nil {
@@ -390,6 +425,13 @@ func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, e
 			byName[key] = occs
 		}
 		n, err := e.db.StepOccurrences(p.dataset, name, "", false, from, to, MaxScanEvents-scanned, func(o storage.Occurrence) {
+			if !e.matches(p, &q, o.ID) {
+				return
+			}
+			if o.Bot && !q.Bots {
+				bots[o.ID] = true
+				return
+			}
 			occs[o.Visitor] = append(occs[o.Visitor], analytics.Occ{TS: o.Timestamp, ID: o.ID})
 		})
 		scanned += n
@@ -425,7 +467,7 @@ func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, e
 			returns[person] = append(returns[person], o.TS)
 		}
 	}
-	res := &RetentionResult{Type: "retention", Period: q.Period.String(), Cohorts: []CohortResult{}}
+	res := &RetentionResult{Type: "retention", Period: q.Period.String(), Cohorts: []CohortResult{}, BotsExcluded: botsExcluded(&q, int64(len(bots)))}
 	for _, c := range analytics.RetentionCohorts(firsts, returns, q.Period, q.Periods, now) {
 		res.Cohorts = append(res.Cohorts, CohortResult{Start: msText(c.Start), Size: c.Size, Returned: c.Returned})
 	}
@@ -439,6 +481,9 @@ type PathsResult struct {
 	EndEvent    string                 `json:"end_event,omitempty"`
 	Steps       int                    `json:"steps"`
 	Transitions []analytics.Transition `json:"transitions"`
+	// BotsExcluded is how many events flagged $bot the answer left out;
+	// absent with bots=include.
+	BotsExcluded *int64 `json:"bots_excluded,omitempty"`
 }
 
 // paths finds the visitors who did the start (or end) event in [from, to]
@@ -453,7 +498,15 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 	tooMany := &ScanLimitError{Param: "from", Message: fmt.Sprintf(
 		"The visitors of this path have more than %d events in the range; narrow from/to", MaxScanEvents)}
 	visitors := map[string]bool{}
+	var bots int64
 	scanned, err := e.db.StepOccurrences(p.dataset, anchor, "", false, q.From, q.To, MaxScanEvents, func(o storage.Occurrence) {
+		if !e.matches(p, &q, o.ID) {
+			return
+		}
+		if o.Bot && !q.Bots {
+			bots++
+			return
+		}
 		visitors[o.Visitor] = true
 	})
 	if errors.Is(err, storage.ErrScanLimit) {
@@ -472,17 +525,41 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 			return nil, err
 		}
 		scanned += len(evs)
-		seq := make([]analytics.PathNode, len(evs))
-		for i, ev := range evs {
-			seq[i] = analytics.PathNode{Name: ev.Name, Label: ev.Name}
-			if ev.Name == "pageview" {
-				seq[i].Label = e.pagePath(p.dataset, ev.ID)
+		seq := make([]analytics.PathNode, 0, len(evs))
+		for _, ev := range evs {
+			if !e.matches(p, &q, ev.ID) {
+				continue
 			}
+			// A visitor's own bot events (one who also browsed) are left
+			// out of the path and counted like the anchor's.
+			if ev.Bot && !q.Bots {
+				if ev.Name != anchor {
+					bots++
+				}
+				continue
+			}
+			n := analytics.PathNode{Name: ev.Name, Label: ev.Name}
+			if ev.Name == "pageview" {
+				n.Label = e.pagePath(p.dataset, ev.ID)
+			}
+			seq = append(seq, n)
 		}
 		seqs = append(seqs, seq)
 	}
 	return &PathsResult{Type: "paths", StartEvent: q.StartEvent, EndEvent: q.EndEvent, Steps: q.PathSteps,
-		Transitions: analytics.PathTransitions(seqs, q.StartEvent, q.EndEvent, q.PathSteps, q.Limit)}, nil
+		Transitions:  analytics.PathTransitions(seqs, q.StartEvent, q.EndEvent, q.PathSteps, q.Limit),
+		BotsExcluded: botsExcluded(&q, bots)}, nil
+}
+
+// matches applies the where= filter to an event known by its index entry
+// (funnels, retention, paths read no record otherwise): true without a
+// filter, false for an event erased since its index entry was read.
+func (e *Engine) matches(p *Principal, q *analytics.Query, id storage.ID) bool {
+	if q.Match == nil {
+		return true
+	}
+	ev, err := e.db.GetEvent(p.dataset, id)
+	return err == nil && q.Match(ev.Properties)
 }
 
 // pagePath labels a pageview with its page path: the "path" property t.js
@@ -522,6 +599,9 @@ type SessionsResult struct {
 	Total    analytics.SessionStats   `json:"total"`
 	Data     []analytics.SessionStats `json:"data,omitempty"`
 	Rows     []analytics.Row          `json:"rows,omitempty"`
+	// BotsExcluded is how many events flagged $bot the answer left out;
+	// absent with bots=include.
+	BotsExcluded *int64 `json:"bots_excluded,omitempty"`
 }
 
 // sessions cuts the visitors' events into sessions (a gap over the timeout
@@ -532,8 +612,18 @@ type SessionsResult struct {
 func (e *Engine) sessions(p *Principal, q analytics.Query) (*SessionsResult, error) {
 	timeout := int64(p.project.rec.Load().sessionTimeout()) * 60_000
 	hits := map[string][]analytics.Hit{}
+	var bots int64
 	err := e.db.EventsInRange(p.dataset, q.From-timeout, q.To, MaxScanEvents, func(ev *storage.Event) {
 		if !ev.HasVisitor {
+			return
+		}
+		if q.Match != nil && !q.Match(ev.Properties) {
+			return
+		}
+		if !q.Bots && storage.IsBot(ev.Properties) {
+			if ev.Timestamp >= q.From {
+				bots++ // the events before from are read only to join sessions
+			}
 			return
 		}
 		h := analytics.Hit{TS: ev.Timestamp, Pageview: ev.Name == "pageview"}
@@ -558,7 +648,7 @@ func (e *Engine) sessions(p *Principal, q analytics.Query) (*SessionsResult, err
 			in = append(in, s)
 		}
 	}
-	res := &SessionsResult{Type: "sessions", Total: analytics.Stats(in)}
+	res := &SessionsResult{Type: "sessions", Total: analytics.Stats(in), BotsExcluded: botsExcluded(&q, bots)}
 	if q.GroupBy != "" {
 		res.GroupBy = q.GroupBy
 		counts := map[string]int{}

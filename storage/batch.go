@@ -39,26 +39,29 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	_ = b.b.Set(k, v, nil)
 	b.scratch = v[:0]
 
+	// A bot's index values carry the bot mark and its derived data goes to
+	// the bot series (bots.go); a human event's are unchanged.
+	bot := IsBot(e.Properties)
 	k = b.scratch[:0]
 	skip := b.db.skip
 	if !skip.time {
 		k = timeKey(k, ds, e.Timestamp, e.ID)
-		_ = b.b.Set(k, nil, nil)
+		_ = b.b.Set(k, appendBotMark(k[len(k):], bot), nil)
 	}
 
 	if !skip.name {
 		k = namePrefix(k[:0], ds, e.Name)
 		k = append(appendTS(k, e.Timestamp), e.ID[:]...)
-		_ = b.b.Set(k, nameIndexValue(k[len(k):], e), nil)
+		_ = b.b.Set(k, nameIndexValue(appendBotMark(k[len(k):], bot), e), nil)
 	}
 
 	if e.HasVisitor && !skip.visitor {
 		k = visitorPrefix(k[:0], ds, e.VisitorID)
 		k = append(appendTS(k, e.Timestamp), e.ID[:]...)
-		_ = b.b.Set(k, []byte(e.Name), nil)
+		_ = b.b.Set(k, append(appendBotMark(k[len(k):], bot), e.Name...), nil)
 	}
 	b.scratch = k[:0]
-	b.derive(ds, e, 1, true)
+	b.derive(ds, e, bot, 1, true)
 }
 
 // IdemRecord is what an idempotency key remembers.

@@ -310,8 +310,8 @@ func (v *view) names(ds uint32, set map[string]bool) {
 			continue
 		}
 		for k := range o.series {
-			if k.ds == ds && k.name != "" {
-				set[k.name] = true
+			if name, _ := eventName([]byte(k.name)); k.ds == ds && name != "" {
+				set[name] = true
 			}
 		}
 	}

@@ -9,10 +9,12 @@
 //	T ds ts id              -> ""        time index, for unfiltered lists
 //	N ds len name ts id     -> visitor   per-name index; the visitor id ("" if none) lets funnels skip records
 //	V ds len2 visitor ts id -> name      per-visitor index; the value lets a name filter skip records
+//	                                     (a bot event's T, N and V values start with 0xff: bots.go)
 //	C ds len name lvl start -> int64     event counts per minute/hour/day bucket (merge operator adds;
 //	                                     written by derived checkpoints, read plus the in-memory overlay)
 //	U ds len name lvl start -> rollup   numeric property sums and a HyperLogLog sketch of visitor ids
 //	                                     per minute/hour/day bucket (merge adds sums, takes register max; rollup.go)
+//	                                     bot events count under name 0xff+name and 0xff, not name and "" (bots.go)
 //	G ds kind ...           -> goal completions and evaluation cursor (rollup_goals.go)
 //	L seq                   -> derived log: what one commit adds to C and U, until the next checkpoint (derived.go)
 //	I len keyID idemKey     -> idempotency record

@@ -14,6 +14,7 @@ type visitorEntry struct {
 	ts   int64
 	id   ID
 	name string
+	bot  bool // the entry carries the bot mark (bots.go)
 }
 
 // EraseVisitor deletes every event of visitor in ds with its index entries,
@@ -47,12 +48,12 @@ func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) 
 			_ = b.b.Delete(timeKey(nil, ds, en.ts, en.id), nil)
 			_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, en.name), en.ts), en.id[:]...), nil)
 			_ = b.b.Delete(append(appendTS(append([]byte(nil), prefix...), en.ts), en.id[:]...), nil)
-			b.addCount(ds, en.name, en.ts, -1)
+			b.addCount(ds, en.name, en.bot, en.ts, -1)
 			day := floorTo(en.ts, dayMs)
 			if days[day] == nil {
 				days[day] = map[string]bool{}
 			}
-			days[day][en.name] = true
+			days[day][seriesName(en.name, en.bot)] = true
 			erased[en.id] = true
 		}
 		err = b.Commit(true)
@@ -94,7 +95,8 @@ func (d *DB) visitorChunk(prefix []byte) ([]visitorEntry, error) {
 		if !ok {
 			return nil, errCorrupt
 		}
-		out = append(out, visitorEntry{ts, id, string(it.Value())})
+		name, bot := splitBot(it.Value())
+		out = append(out, visitorEntry{ts, id, string(name), bot})
 	}
 	return out, it.Error()
 }
@@ -148,8 +150,9 @@ func (d *DB) eraseIdempotency(erased map[ID]bool) error {
 }
 
 // rebuildDay recomputes the rollups (sums and sketches, every level) of one
-// day for the every-event cell and the given names, from the events left:
-// the old values are deleted and the fresh ones merged in the same batch.
+// day for the every-event cells (humans' and bots') and the given series
+// names, from the events left: the old values are deleted and the fresh
+// ones merged in the same batch.
 func (d *DB) rebuildDay(ds uint32, day int64, names map[string]bool) error {
 	dv := d.derived
 	dv.ckptMu.Lock()
@@ -161,7 +164,7 @@ func (d *DB) rebuildDay(ds uint32, day int64, names map[string]bool) error {
 	}
 	b := d.NewBatch()
 	defer b.Close()
-	all := []string{""}
+	all := []string{"", botAll}
 	for n := range names {
 		all = append(all, n)
 	}
@@ -176,7 +179,8 @@ func (d *DB) rebuildDay(ds uint32, day int64, names map[string]bool) error {
 		}
 	}
 	err := d.ScanEvents(ds, day, day+dayMs-1, func(e *Event) bool {
-		b.derive(ds, e, 0, names[e.Name])
+		bot := IsBot(e.Properties)
+		b.derive(ds, e, bot, 0, names[seriesName(e.Name, bot)])
 		return true
 	})
 	if err != nil {

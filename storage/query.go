@@ -51,7 +51,7 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 	ids := make([]ID, 0, q.Limit)
 	var seen int64
 	for it.Last(); it.Valid(); it.Prev() {
-		if nameFilter && string(it.Value()) != q.Name {
+		if nameFilter && !sameName(it.Value(), q.Name) {
 			continue
 		}
 		seen++
@@ -97,7 +97,8 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 }
 
 // Count is the exact number of events of ds (of one name, or all for "")
-// with timestamps in [from, to] inclusive.
+// with timestamps in [from, to] inclusive, bots included (lists show every
+// event): the human and the bot series are added.
 func (d *DB) Count(ds uint32, name string, from, to int64) (int64, error) {
 	if to == math.MaxInt64 {
 		to-- // keep to+1 representable
@@ -107,20 +108,13 @@ func (d *DB) Count(ds uint32, name string, from, to int64) (int64, error) {
 	defer v.close()
 	var total int64
 	for _, bs := range plan.Buckets {
-		prefix := counterPrefix(nil, ds, name, bs.Level)
-		lo := appendTS(append([]byte(nil), prefix...), bs.Start)
-		hi := appendTS(append([]byte(nil), prefix...), bs.End)
-		it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-		if err != nil {
-			return 0, err
+		for _, series := range [2]string{name, seriesName(name, true)} {
+			n, err := v.seriesCount(ds, series, bs)
+			if err != nil {
+				return 0, err
+			}
+			total += n
 		}
-		for it.First(); it.Valid(); it.Next() {
-			total += decodeCount(it.Value())
-		}
-		if err := it.Close(); err != nil {
-			return 0, err
-		}
-		total += v.count(ds, name, bs.Level, bs.Start, bs.End)
 	}
 	var prefix []byte
 	if name == "" {
@@ -142,6 +136,32 @@ func (d *DB) Count(ds uint32, name string, from, to int64) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// seriesCount is the count of one series over a bucket span: Pebble's
+// counters plus the overlay.
+func (v *view) seriesCount(ds uint32, series string, bs bucketSpan) (int64, error) {
+	prefix := counterPrefix(nil, ds, series, bs.Level)
+	lo := appendTS(append([]byte(nil), prefix...), bs.Start)
+	hi := appendTS(append([]byte(nil), prefix...), bs.End)
+	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for it.First(); it.Valid(); it.Next() {
+		total += decodeCount(it.Value())
+	}
+	if err := it.Close(); err != nil {
+		return 0, err
+	}
+	return total + v.count(ds, series, bs.Level, bs.Start, bs.End), nil
+}
+
+// sameName reports whether a V index value names the event name.
+func sameName(v []byte, name string) bool {
+	n, _ := splitBot(v)
+	return string(n) == name
 }
 
 // EventsAfter calls fn for the events of ds recorded after id, in record
@@ -202,7 +222,7 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 	var matched int64
 	scanned := 0
 	for it.Last(); it.Valid(); it.Prev() {
-		if nameFilter && string(it.Value()) != q.Name {
+		if nameFilter && !sameName(it.Value(), q.Name) {
 			continue
 		}
 		if scanned++; scanned > q.MaxScan {

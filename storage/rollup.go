@@ -270,8 +270,9 @@ type numProp struct {
 // derive records what e adds to its minute: count to the counts (0 when
 // only rollups are rebuilt), its visitor and numeric properties to the
 // sketch and sums; for its name and for every event, or with withName false
-// for every event only (rebuilding the rollups of some names).
-func (b *Batch) derive(ds uint32, e *Event, count int64, withName bool) {
+// for every event only (rebuilding the rollups of some names). A bot event
+// goes to the bot series of both (bots.go).
+func (b *Batch) derive(ds uint32, e *Event, bot bool, count int64, withName bool) {
 	var nums [MaxRollupProperties]numProp
 	n := 0
 	eachNumber(e.Properties, func(key []byte, v float64) bool {
@@ -287,12 +288,15 @@ func (b *Batch) derive(ds uint32, e *Event, count int64, withName bool) {
 		entry = hllEntry(HashVisitor(e.VisitorID))
 	}
 	minute := floorTo(e.Timestamp, minuteMs)
+	r := b.rollups()
 	names := [2]string{e.Name, ""}
+	if bot {
+		names = [2]string{intern(r, seriesName(e.Name, true)), botAll}
+	}
 	first := 0
 	if !withName {
 		first = 1
 	}
-	r := b.rollups()
 	for _, name := range names[first:] {
 		a := r.cell(ds, name, minute)
 		a.count += count
@@ -305,12 +309,13 @@ func (b *Batch) derive(ds uint32, e *Event, count int64, withName bool) {
 	}
 }
 
-// addCount adds delta to the counts of one name's (and every event's) minute at ts.
-func (b *Batch) addCount(ds uint32, name string, ts int64, delta int64) {
+// addCount adds delta to the counts of one name's (and every event's)
+// minute at ts, in the bot series for a bot event.
+func (b *Batch) addCount(ds uint32, name string, bot bool, ts int64, delta int64) {
 	minute := floorTo(ts, minuteMs)
 	r := b.rollups()
-	r.cell(ds, name, minute).count += delta
-	r.cell(ds, "", minute).count += delta
+	r.cell(ds, seriesName(name, bot), minute).count += delta
+	r.cell(ds, seriesName("", bot), minute).count += delta
 }
 
 func (b *Batch) rollups() *rollups {

@@ -24,6 +24,9 @@ type Agg struct {
 	Sum    float64 // of the numeric property asked for
 	N      int64   // events carrying that property as a number (avg = Sum/N)
 	Sketch *Sketch // their visitors, when asked for
+	// Bots is the number of bot events left out (bots.go); 0 when the
+	// query counts bots (AggQuery.Bots).
+	Bots int64
 }
 
 // AggQuery asks for one aggregate per time bucket of one dataset.
@@ -44,6 +47,9 @@ type AggQuery struct {
 	// (where= filters): no rollup knows them, so the raw events of the
 	// range are read, at most MaxScan.
 	Match func(props []byte) bool
+	// Bots counts bot events too; without it they are left out and
+	// counted in each Agg's Bots.
+	Bots bool
 }
 
 // Aggregate computes one Agg per bucket. Without a visitor filter it reads
@@ -146,9 +152,30 @@ func (r *rollupReader) scan(prefix []byte, start, end int64, fn func(v []byte) e
 	return it.Error()
 }
 
+// add adds one bucket span of the query's series to a: the human series,
+// and the bot series too when bots are counted, else only the bot series'
+// count to a.Bots (counts add and sketches unite: nothing is subtracted).
 func (r *rollupReader) add(a *Agg, bs bucketSpan) error {
 	q := r.q
-	err := r.scan(counterPrefix(nil, q.Dataset, q.Name, bs.Level), bs.Start, bs.End, func(v []byte) error {
+	if err := r.addSeries(a, bs, q.Name); err != nil {
+		return err
+	}
+	bots := seriesName(q.Name, true)
+	if q.Bots {
+		return r.addSeries(a, bs, bots)
+	}
+	err := r.scan(counterPrefix(nil, q.Dataset, bots, bs.Level), bs.Start, bs.End, func(v []byte) error {
+		a.Bots += decodeCount(v)
+		return nil
+	})
+	a.Bots += r.v.count(q.Dataset, bots, bs.Level, bs.Start, bs.End)
+	return err
+}
+
+// addSeries adds one series' counters and rollups over a bucket span to a.
+func (r *rollupReader) addSeries(a *Agg, bs bucketSpan, series string) error {
+	q := r.q
+	err := r.scan(counterPrefix(nil, q.Dataset, series, bs.Level), bs.Start, bs.End, func(v []byte) error {
 		a.Count += decodeCount(v)
 		return nil
 	})
@@ -157,7 +184,7 @@ func (r *rollupReader) add(a *Agg, bs bucketSpan) error {
 	}
 	withRoll := q.Property != "" || q.Unique
 	s := sumValue{sum: a.Sum, n: a.N}
-	r.v.eachBucket(q.Dataset, q.Name, bs.Level, bs.Start, bs.End, func(b *bucket) {
+	r.v.eachBucket(q.Dataset, series, bs.Level, bs.Start, bs.End, func(b *bucket) {
 		a.Count += b.count
 		if !withRoll || !b.hasRoll {
 			return
@@ -174,7 +201,7 @@ func (r *rollupReader) add(a *Agg, bs bucketSpan) error {
 	if !withRoll {
 		return nil
 	}
-	err = r.scan(rollupPrefix(nil, q.Dataset, q.Name, bs.Level), bs.Start, bs.End, func(v []byte) error {
+	err = r.scan(rollupPrefix(nil, q.Dataset, series, bs.Level), bs.Start, bs.End, func(v []byte) error {
 		var visit func(name []byte, p sumValue)
 		if q.Property != "" {
 			visit = func(name []byte, p sumValue) {
@@ -217,10 +244,15 @@ func (d *DB) edgeAggregate(q *AggQuery, e span, a *Agg) error {
 	needRecord := q.Property != "" || (q.Unique && q.Name == "")
 	s := sumValue{sum: a.Sum, n: a.N}
 	for it.First(); it.Valid(); it.Next() {
+		visitor, bot := splitBot(it.Value())
+		if bot && !q.Bots {
+			a.Bots++
+			continue
+		}
 		a.Count++
 		if !needRecord {
-			if q.Unique && len(it.Value()) > 0 {
-				a.Sketch.Add(HashVisitor(string(it.Value())))
+			if q.Unique && len(visitor) > 0 {
+				a.Sketch.Add(HashVisitor(string(visitor)))
 			}
 			continue
 		}
@@ -280,7 +312,8 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 	defer rr.close()
 	scanned := 0
 	err = d.scanIndex(visitorPrefix(nil, q.Dataset, q.VisitorID), from, to, func(ts int64, id ID, value []byte) error {
-		if q.Name != "" && string(value) != q.Name {
+		name, bot := splitBot(value)
+		if q.Name != "" && string(name) != q.Name {
 			return nil
 		}
 		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
@@ -291,6 +324,10 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 			return nil
 		}
 		a := &out[i]
+		if bot && !q.Bots {
+			a.Bots++
+			return nil
+		}
 		a.Count++
 		if q.Unique {
 			a.Sketch.Add(HashVisitor(q.VisitorID))
@@ -337,7 +374,7 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 	scanned := 0
 	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
 	err = d.scanIndex(prefix, from, to, func(ts int64, id ID, value []byte) error {
-		if q.HasVisitor && q.Name != "" && string(value) != q.Name {
+		if q.HasVisitor && q.Name != "" && !sameName(value, q.Name) {
 			return nil
 		}
 		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
@@ -355,6 +392,10 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 			return err
 		}
 		if !q.Match(ev.Properties) {
+			return nil
+		}
+		if _, bot := splitBot(value); bot && !q.Bots {
+			out[i].Bots++
 			return nil
 		}
 		out[i].Count++
@@ -387,7 +428,9 @@ func (d *DB) scanIndex(prefix []byte, from, to int64, fn func(ts int64, id ID, v
 	return it.Error()
 }
 
-// EventNames lists the event names that ever had an event in ds, sorted, by hopping from one name's counters to the next (one seek per name).
+// EventNames lists the event names that ever had an event in ds (bots'
+// included), sorted, by hopping from one name's counters to the next (one
+// seek per name).
 func (d *DB) EventNames(ds uint32) ([]string, error) {
 	v := d.derived.view()
 	defer v.close()
@@ -407,8 +450,9 @@ func (d *DB) EventNames(ds uint32) ([]string, error) {
 		if len(k) < datasetPrefLen+1+n {
 			return nil, errCorrupt
 		}
-		if n > 0 {
-			names[string(k[datasetPrefLen+1:datasetPrefLen+1+n])] = true
+		// A bot series names its event after the mark; botAll names none.
+		if name, _ := eventName(k[datasetPrefLen+1 : datasetPrefLen+1+n]); name != "" {
+			names[name] = true
 		}
 		next := prefixEnd(k[:datasetPrefLen+1+n])
 		if next == nil {
@@ -437,6 +481,9 @@ type GroupQuery struct {
 	MaxScan int // raw events read past which ErrScanLimit is returned (0: no bound)
 	// Match, when set, keeps only the events whose properties it accepts.
 	Match func(props []byte) bool
+	// Bots counts bot events too; without it they are left out and
+	// counted in total.Bots.
+	Bots bool
 }
 
 // GroupByProperty scans the raw events of the range (there is no rollup per
@@ -478,7 +525,7 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 	defer rr.close()
 	scanned := 0
 	err = d.scanIndex(prefix, q.From, q.To, func(_ int64, id ID, value []byte) error {
-		if q.HasVisitor && q.Name != "" && string(value) != q.Name {
+		if q.HasVisitor && q.Name != "" && !sameName(value, q.Name) {
 			return nil
 		}
 		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
@@ -489,6 +536,10 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 			return err
 		}
 		if q.Match != nil && !q.Match(ev.Properties) {
+			return nil
+		}
+		if _, bot := splitBot(value); bot && !q.Bots {
+			total.Bots++
 			return nil
 		}
 		if persons != nil && ev.HasVisitor {
@@ -594,6 +645,7 @@ type Occurrence struct {
 	Timestamp int64
 	ID        ID
 	Visitor   string
+	Bot       bool // the event is flagged $bot (bots.go)
 }
 
 // StepOccurrences calls fn for each event named name in [from, to] that has a
@@ -604,13 +656,14 @@ func (d *DB) StepOccurrences(ds uint32, name string, visitor string, hasVisitor 
 	scanned := 0
 	if hasVisitor {
 		err := d.scanIndex(visitorPrefix(nil, ds, visitor), from, to, func(ts int64, id ID, value []byte) error {
-			if string(value) != name {
+			n, bot := splitBot(value)
+			if string(n) != name {
 				return nil
 			}
 			if scanned++; maxScan > 0 && scanned > maxScan {
 				return ErrScanLimit
 			}
-			fn(Occurrence{Timestamp: ts, ID: id, Visitor: visitor})
+			fn(Occurrence{Timestamp: ts, ID: id, Visitor: visitor, Bot: bot})
 			return nil
 		})
 		return scanned, err
@@ -619,8 +672,8 @@ func (d *DB) StepOccurrences(ds uint32, name string, visitor string, hasVisitor 
 		if scanned++; maxScan > 0 && scanned > maxScan {
 			return ErrScanLimit
 		}
-		if len(value) > 0 {
-			fn(Occurrence{Timestamp: ts, ID: id, Visitor: string(value)})
+		if v, bot := splitBot(value); len(v) > 0 {
+			fn(Occurrence{Timestamp: ts, ID: id, Visitor: string(v), Bot: bot})
 		}
 		return nil
 	})
@@ -632,6 +685,7 @@ type VisitorEvent struct {
 	Timestamp int64
 	ID        ID
 	Name      string
+	Bot       bool // the event is flagged $bot (bots.go)
 }
 
 // VisitorEvents lists a visitor's events in [from, to], oldest first, from
@@ -642,7 +696,8 @@ func (d *DB) VisitorEvents(ds uint32, visitor string, from, to int64, limit int)
 		if limit > 0 && len(out) >= limit {
 			return ErrScanLimit
 		}
-		out = append(out, VisitorEvent{Timestamp: ts, ID: id, Name: string(value)})
+		name, bot := splitBot(value)
+		out = append(out, VisitorEvent{Timestamp: ts, ID: id, Name: string(name), Bot: bot})
 		return nil
 	})
 	return out, err

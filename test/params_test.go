@@ -142,9 +142,16 @@ func TestAnalyticsWhere(t *testing.T) {
 	if fmt.Sprint(rows) != "[map[key:signup value:3] map[key:login value:1]]" {
 		t.Errorf("breakdown by event with where: %v", rows)
 	}
-	e := wantError(t, Do(t, "GET", s.Public+"/analytics?type=funnel&steps=signup,login&where=plan:eq:pro", key, nil), 400, "bad_request", "")
+	// Funnels take where= too (the dashboard filters every chart): each
+	// step's events must match.
+	if steps := fmt.Sprint(get("type=funnel&steps=signup,login&where=plan:eq:pro")["steps"]); steps !=
+		"[map[conversion_rate:1 event:signup visitors:1] map[conversion_rate:0 event:login visitors:0]]" {
+		t.Errorf("funnel with where: %s", steps)
+	}
+	// Goals are the one type without it.
+	e := wantError(t, Do(t, "GET", s.Public+"/analytics?type=goals&where=plan:eq:pro", key, nil), 400, "bad_request", "")
 	if e["details"].(map[string]any)["where"] == nil {
-		t.Errorf("funnel with where: %v", e)
+		t.Errorf("goals with where: %v", e)
 	}
 }
 
@@ -168,7 +175,7 @@ func TestAnalyticsRetention(t *testing.T) {
 	wantStatus(t, r, 200)
 	want := `{"type":"retention","period":"day","cohorts":[` +
 		`{"start":"2026-11-01T00:00:00.000Z","size":2,"returned":[0,1,2]},` + // v2's login before its signup does not count
-		`{"start":"2026-11-02T00:00:00.000Z","size":1,"returned":[1,0,0]}]}`
+		`{"start":"2026-11-02T00:00:00.000Z","size":1,"returned":[1,0,0]}],"bots_excluded":0}`
 	if string(r.Body) != want {
 		t.Errorf("retention:\n%s\nwant\n%s", r.Body, want)
 	}
@@ -201,13 +208,13 @@ func TestAnalyticsPaths(t *testing.T) {
 	wantStatus(t, r, 200)
 	want := `{"type":"paths","start_event":"pageview","steps":2,"transitions":[` +
 		`{"step":1,"from":"/","to":"/pricing","count":2},{"step":1,"from":"/","to":"/docs","count":1},` +
-		`{"step":2,"from":"/docs","to":"signup","count":1},{"step":2,"from":"/pricing","to":"/docs","count":1},{"step":2,"from":"/pricing","to":"signup","count":1}]}`
+		`{"step":2,"from":"/docs","to":"signup","count":1},{"step":2,"from":"/pricing","to":"/docs","count":1},{"step":2,"from":"/pricing","to":"signup","count":1}],"bots_excluded":0}`
 	if string(r.Body) != want {
 		t.Errorf("paths forwards:\n%s\nwant\n%s", r.Body, want)
 	}
 	r = Do(t, "GET", s.Public+"/analytics?type=paths&end_event=signup&steps=1&from=2026-11-10&to=2026-11-10", key, nil)
 	wantStatus(t, r, 200)
-	if want := `{"type":"paths","end_event":"signup","steps":1,"transitions":[{"step":1,"from":"/docs","to":"signup","count":1},{"step":1,"from":"/pricing","to":"signup","count":1}]}`; string(r.Body) != want {
+	if want := `{"type":"paths","end_event":"signup","steps":1,"transitions":[{"step":1,"from":"/docs","to":"signup","count":1},{"step":1,"from":"/pricing","to":"signup","count":1}],"bots_excluded":0}`; string(r.Body) != want {
 		t.Errorf("paths backwards:\n%s\nwant\n%s", r.Body, want)
 	}
 	for _, bad := range []string{"type=paths", "type=paths&start_event=a&end_event=b", "type=paths&start_event=a&steps=6"} {
@@ -237,7 +244,7 @@ func TestAnalyticsSessions(t *testing.T) {
 	want := `{"type":"sessions","interval":"day",` +
 		`"total":{"sessions":4,"visitors":3,"bounce_rate":0.5,"duration_mean_s":525,"duration_median_s":180,"pages_per_session":1.5},` +
 		`"data":[{"timestamp":"2026-11-10T00:00:00.000Z","sessions":3,"visitors":2,"bounce_rate":0.666666666666667,"duration_mean_s":120,"duration_median_s":0,"pages_per_session":1.33333333333333},` +
-		`{"timestamp":"2026-11-11T00:00:00.000Z","sessions":1,"visitors":1,"bounce_rate":0,"duration_mean_s":1740,"duration_median_s":1740,"pages_per_session":2}]}`
+		`{"timestamp":"2026-11-11T00:00:00.000Z","sessions":1,"visitors":1,"bounce_rate":0,"duration_mean_s":1740,"duration_median_s":1740,"pages_per_session":2}],"bots_excluded":0}`
 	if string(r.Body) != want {
 		t.Errorf("sessions:\n%s\nwant\n%s", r.Body, want)
 	}

@@ -128,6 +128,26 @@ func TestParseDefaults(t *testing.T) {
 	if d != nil || q.GroupProperty != "plan" || q.Metric != Avg || q.Property != "amount" || q.Limit != 3 {
 		t.Errorf("breakdown: %+v %v", q, d)
 	}
+	// Bots are left out unless bots=include; every type but goals takes it.
+	for _, typ := range []string{"timeseries", "breakdown&group_by=event", "funnel", "retention", "paths", "sessions"} {
+		kv := []string{"type", typ, "bots", "include"}
+		switch typ {
+		case "breakdown&group_by=event":
+			kv = []string{"type", "breakdown", "group_by", "event", "bots", "include"}
+		case "funnel":
+			kv = append(kv, "steps", "a,b")
+		case "retention":
+			kv = append(kv, "cohort_event", "a")
+		case "paths":
+			kv = append(kv, "start_event", "a")
+		}
+		if q, d := Parse(args(kv...), now); d != nil || !q.Bots {
+			t.Errorf("%s with bots=include: %+v %v", typ, q, d)
+		}
+	}
+	if q, d := Parse(args("bots", "exclude"), now); d != nil || q.Bots {
+		t.Errorf("bots=exclude: %+v %v", q, d)
+	}
 	q, _ = Parse(args("to", "1970-01-02T00:00:00Z"), now)
 	if q.From != 0 {
 		t.Errorf("default from clamps at the epoch: %d", q.From)
@@ -176,6 +196,10 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"type", "funnel", "steps", "a,b", "metric", "count", "event", "a"}, []string{"metric", "event"}},
 		{[]string{"type", "goals", "visitor_id", "v", "steps", "a,b"}, []string{"visitor_id", "steps"}},
 		{[]string{"steps", "a,b", "window", "5", "limit", "5"}, []string{"steps", "window", "limit"}},
+		{[]string{"bots", "yes"}, []string{"bots"}},
+		{[]string{"bots", ""}, []string{"bots"}},
+		{[]string{"type", "goals", "bots", "include"}, []string{"bots"}},
+		{[]string{"type", "goals", "where", "plan:eq:pro"}, []string{"where"}},
 	} {
 		_, d := Parse(args(tc.args...), now)
 		got := slices.Sorted(maps.Keys(d))

@@ -83,24 +83,27 @@ type Query struct {
 	// backwards, PathSteps transitions.
 	StartEvent, EndEvent string
 	PathSteps            int
+	// Bots counts events flagged $bot (bots=include); by default they are
+	// left out and the answer says how many.
+	Bots bool
 }
 
 // params that each type accepts; any other known parameter is a 400.
 var accepted = map[Type][]string{
-	Timeseries: {"metric", "property", "event", "visitor_id", "from", "to", "interval", "where"},
-	Breakdown:  {"metric", "property", "event", "visitor_id", "from", "to", "group_by", "limit", "where"},
-	Funnel:     {"steps", "funnel_id", "window", "visitor_id", "from", "to"},
+	Timeseries: {"metric", "property", "event", "visitor_id", "from", "to", "interval", "where", "bots"},
+	Breakdown:  {"metric", "property", "event", "visitor_id", "from", "to", "group_by", "limit", "where", "bots"},
+	Funnel:     {"steps", "funnel_id", "window", "visitor_id", "from", "to", "bots", "where"},
 	Goals:      {"from", "to"},
-	Retention:  {"cohort_event", "return_event", "period", "periods", "from", "to"},
-	Paths:      {"start_event", "end_event", "steps", "limit", "from", "to"},
-	Sessions:   {"from", "to", "interval", "group_by", "limit"},
+	Retention:  {"cohort_event", "return_event", "period", "periods", "from", "to", "bots", "where"},
+	Paths:      {"start_event", "end_event", "steps", "limit", "from", "to", "bots", "where"},
+	Sessions:   {"from", "to", "interval", "group_by", "limit", "bots", "where"},
 }
 
 // IsParam reports whether name is a parameter of GET /analytics (for some type).
 func IsParam(name string) bool { return name == "type" || contains(known, name) }
 
 var known = []string{"metric", "property", "event", "visitor_id", "from", "to", "interval", "group_by", "limit", "steps", "funnel_id", "window", "where",
-	"cohort_event", "return_event", "period", "periods", "start_event", "end_event"}
+	"cohort_event", "return_event", "period", "periods", "start_event", "end_event", "bots"}
 
 // Parse reads the parameters of GET /analytics. arg returns a query
 // parameter and whether it is present; now is the current Unix ms. Every
@@ -139,6 +142,15 @@ func Parse(arg func(name string) (string, bool), now int64) (Query, map[string]s
 			d["metric"] = "must be one of count, unique_visitors, sum, avg"
 		} else {
 			q.Metric = Metric(m)
+		}
+	}
+	if v, ok := arg("bots"); ok && d["bots"] == "" {
+		switch v {
+		case "include":
+			q.Bots = true
+		case "exclude":
+		default:
+			d["bots"] = "must be include or exclude"
 		}
 	}
 	if v, ok := arg("property"); ok && d["property"] == "" {
@@ -358,3 +370,7 @@ func parsePaths(arg func(name string) (string, bool), q *Query, d map[string]str
 		q.PathSteps = n
 	}
 }
+
+// Params lists every parameter name of GET /analytics (for some type), for
+// the documentation's checks.
+func Params() []string { return append([]string{"type"}, known...) }

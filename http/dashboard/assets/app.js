@@ -6,6 +6,9 @@ import { get, loadSession, logout } from './api.js';
 
 const PAGES = [
   { slug: 'analytics', title: 'Analytics', group: 'Data', load: () => import('./pages/analytics.js') },
+  { slug: 'overview', title: 'Overview', group: 'Data', load: () => import('./pages/overview.js') },
+  { slug: 'retention', title: 'Retention', group: 'Data', load: () => import('./pages/retention.js') },
+  { slug: 'paths', title: 'Paths', group: 'Data', load: () => import('./pages/paths.js') },
   { slug: 'live', title: 'Live events', group: 'Data', load: () => import('./pages/live.js') },
   { slug: 'profiles', title: 'Profiles', group: 'Data', load: () => import('./pages/profiles.js') },
   { slug: 'cursors', title: 'Stream cursors', group: 'Data', load: () => import('./pages/cursors.js') },
