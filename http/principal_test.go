@@ -7,8 +7,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
-
-	"github.com/eventd/eventd/engine"
 )
 
 // TestPrincipalHeaderNotForgeable: the header hook hands the handler the
@@ -16,20 +14,7 @@ import (
 // itself, in any case, with a wrong key or none, still gets 401, on routes
 // with a body and without one. A valid key still gets its 201 and 200.
 func TestPrincipalHeaderNotForgeable(t *testing.T) {
-	eng, err := engine.Open(engine.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = eng.Close() })
-	name := "p"
-	proj, err := eng.CreateProject(engine.ProjectInput{Name: &name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim, err := eng.CreateKey(proj.ID, engine.KeyInput{Name: "v", Type: engine.Secret, Environment: engine.Live})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, _, victim := testEngine(t)
 	s := New(Config{Engine: eng, AdminToken: "t"})
 	ln := fasthttputil.NewInmemoryListener()
 	go func() { _ = s.ServePublic(ln) }()

@@ -10,7 +10,6 @@ import (
 	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/eventd/eventd/actors"
-	"github.com/eventd/eventd/engine"
 	"github.com/eventd/eventd/engine/ratelimit"
 	"github.com/eventd/eventd/storage"
 )
@@ -19,20 +18,7 @@ import (
 // Segment routes will) over GET /profiles/{id} and the admin read, with ids
 // that need percent-decoding: the whole rest of the path is the id.
 func TestProfileRoute(t *testing.T) {
-	eng, err := engine.Open(engine.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = eng.Close() })
-	name := "p"
-	proj, err := eng.CreateProject(engine.ProjectInput{Name: &name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := eng.CreateKey(proj.ID, engine.KeyInput{Name: "k", Type: engine.Secret, Environment: engine.Live})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng, projectID, key := testEngine(t)
 	p := eng.Authenticate([]byte(key.Key))
 	const user, anon = "a/b %x ..", "anon é"
 	at := time.Date(2026, 2, 3, 4, 5, 6, 789e6, time.UTC).UnixMilli()
@@ -78,7 +64,7 @@ func TestProfileRoute(t *testing.T) {
 	}{
 		{pub, "/profiles/a%2Fb%20%25x%20..", key.Key, user, anon},
 		{pub, "/profiles/anon%20%C3%A9", key.Key, anon, user},
-		{adm, "/admin/v1/projects/" + proj.ID + "/profiles/a%2Fb%20%25x%20..?environment=live", "t", user, anon},
+		{adm, "/admin/v1/projects/" + projectID + "/profiles/a%2Fb%20%25x%20..?environment=live", "t", user, anon},
 	} {
 		code, m := get(tc.ln, tc.path, tc.auth)
 		if code != 200 || m["id"] != tc.id || m["first_seen"] != "2026-02-03T04:05:06.789Z" || m["last_seen"] != "2026-02-03T04:05:06.789Z" {
@@ -99,7 +85,7 @@ func TestProfileRoute(t *testing.T) {
 	if code, m := get(pub, "/profiles/%zz", key.Key); code != 404 || m["message"] != "Profile not found" {
 		t.Errorf("bad escape: %d %v", code, m)
 	}
-	code, m := get(adm, "/admin/v1/projects/"+proj.ID+"/profiles?limit=1", "t")
+	code, m := get(adm, "/admin/v1/projects/"+projectID+"/profiles?limit=1", "t")
 	if data, _ := m["data"].([]any); code != 200 || len(data) != 1 || data[0].(map[string]any)["id"] != user {
 		t.Errorf("admin list: %d %v", code, m)
 	}

@@ -165,6 +165,7 @@ func (s *Server) newServer(name string, h fasthttp.RequestHandler) *fasthttp.Ser
 		DisablePreParseMultipartForm:  true,
 		StreamRequestBody:             true,
 		Logger:                        slogAdapter{s.log},
+		ConnState:                     s.connState,
 		DisableHeaderNamesNormalizing: false,
 	}
 }

@@ -52,6 +52,8 @@ type streams struct {
 	mu   sync.Mutex
 	subs map[*subscriber]struct{}
 	wg   sync.WaitGroup
+	// pending are the upgrades whose 101 is not written yet.
+	pending pendingUpgrades
 
 	subscribers *metrics.Gauge
 	sent        *metrics.Counter
@@ -541,8 +543,6 @@ type streamConn struct {
 	// closed when it has ended and the func that stops it and waits for it;
 	// SSE has no client messages and no reader.
 	read func(sub *subscriber) (done <-chan struct{}, stop func())
-	// close closes the transport once the stream has ended.
-	close func()
 }
 
 // serve runs a stream on sc until it ends.
@@ -570,20 +570,39 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, q 
 		},
 	}
 	sub := s.newSubscriber(p, q, cur)
+	// Before the 101 goes out (the handler below runs only after the
+	// response was written): a client that saw it and then wrote an event
+	// gets that event, a cursor created by this connection starts before
+	// anything the client sends next, and a shutdown in between finds the
+	// stream and closes it with 1001.
+	untrack := s.trackStream(p, sub)
 	if cur == nil {
-		// Subscribed before the 101 goes out: a client that saw it and
-		// then wrote an event gets that event (the handler below runs
-		// only after the response was written).
 		sub.subscribedAt = time.Now()
 		s.eng.Subscribe(p, sub)
+	} else {
+		s.openCursor(p, cur)
 	}
 	s.streams.wg.Add(1)
+	// Everything taken above, for an upgrade that never reaches its handler.
+	undo := func() {
+		if cur != nil {
+			s.closeCursor(p, cur)
+		}
+		untrack(func() {})
+		s.streams.wg.Done()
+		release()
+	}
+	netConn := ctx.Conn()
 	err := up.Upgrade(ctx, func(conn *websocket.Conn) {
+		if !s.streams.pending.claim(netConn) {
+			return // released already: the connection closed first
+		}
 		defer s.streams.wg.Done()
 		defer release()
 		if watch != nil {
 			defer watch(sub)()
 		}
+		defer untrack(func() { _ = conn.Close() })
 		sc := &streamConn{
 			out: newWSOut(conn.NetConn()),
 			read: func(sub *subscriber) (<-chan struct{}, func()) {
@@ -595,22 +614,20 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, q 
 				// then, or it reads (and corrupts) another client's request.
 				return rd.done, rd.stop
 			},
-			close: func() { _ = conn.Close() },
 		}
 		s.serve(sc, p, sub, q.since)
 	})
 	if err != nil {
-		if cur == nil {
-			s.eng.Unsubscribe(p, sub)
-		}
-		s.streams.wg.Done()
-		release()
+		undo()
+		return
 	}
+	s.streams.pending.add(netConn, undo)
 }
 
-// trackStream counts a connection among the open streams (so shutdown and
-// revocation find it) and returns what untracks and closes it.
-func (s *Server) trackStream(p *engine.Principal, sub *subscriber, closeConn func()) (untrack func()) {
+// trackStream counts a stream among the open ones (so shutdown and
+// revocation find it) and returns what untracks it and closes its
+// connection.
+func (s *Server) trackStream(p *engine.Principal, sub *subscriber) (untrack func(closeConn func())) {
 	st := s.streams
 	st.mu.Lock()
 	st.subs[sub] = struct{}{}
@@ -621,7 +638,7 @@ func (s *Server) trackStream(p *engine.Principal, sub *subscriber, closeConn fun
 	if reason := p.Revoked(); reason != "" {
 		sub.end(closeFrame{code: closeRevoked, reason: reason})
 	}
-	return func() {
+	return func(closeConn func()) {
 		s.eng.Unsubscribe(p, sub)
 		st.mu.Lock()
 		delete(st.subs, sub)
@@ -634,7 +651,6 @@ func (s *Server) trackStream(p *engine.Principal, sub *subscriber, closeConn fun
 // runStream serves one stream (without a cursor) until it closes.
 func (s *Server) runStream(sc *streamConn, p *engine.Principal, sub *subscriber, since *storage.ID) {
 	st := s.streams
-	defer s.trackStream(p, sub, sc.close)()
 	subscribedAt := sub.subscribedAt
 	if subscribedAt.IsZero() {
 		subscribedAt = time.Now()

@@ -92,6 +92,10 @@ func parseCursorQuery(args *fasthttp.Args) (name string, window int, fail *apiEr
 type cursorConn struct {
 	name   string
 	window int
+	// opened and openErr: whether and how the cursor was opened, before
+	// the WebSocket's 101 or, for SSE, by runCursor.
+	opened  bool
+	openErr error
 
 	mu        sync.Mutex
 	position  storage.ID   // last acknowledged id
@@ -225,6 +229,25 @@ func (s *Server) saveCursor(p *engine.Principal, c *cursorConn) {
 	}
 }
 
+// openCursor opens c's cursor (creating it at the head on first use) and
+// keeps the outcome for runCursor, which answers a failure in the stream's
+// own terms (4010, 1008).
+func (s *Server) openCursor(p *engine.Principal, c *cursorConn) {
+	_, c.openErr = s.eng.OpenCursor(p, c.name, c)
+	c.opened = true
+}
+
+// closeCursor saves an opened cursor's position and releases it.
+func (s *Server) closeCursor(p *engine.Principal, c *cursorConn) {
+	if c.openErr != nil {
+		return
+	}
+	pos, del := c.CursorState()
+	if err := s.eng.CloseCursor(p, c.name, c, pos, del); err != nil {
+		s.log.Warn("saving a cursor", "cursor", c.name, "err", err)
+	}
+}
+
 // runCursor serves one stream on a named cursor until it closes.
 func (s *Server) runCursor(sc *streamConn, p *engine.Principal, sub *subscriber) {
 	st := s.streams
@@ -234,8 +257,10 @@ func (s *Server) runCursor(sc *streamConn, p *engine.Principal, sub *subscriber)
 		out.goodbye(code, reason, nil)
 		_ = out.flush()
 	}
-	_, err := s.eng.OpenCursor(p, c.name, c)
-	switch {
+	if !c.opened {
+		s.openCursor(p, c)
+	}
+	switch err := c.openErr; {
 	case errors.Is(err, engine.ErrCursorExpired):
 		st.cursorExpired.Inc()
 		closeWith(engine.CloseCursorExpired, engine.ReasonCursorExpired)
@@ -248,14 +273,8 @@ func (s *Server) runCursor(sc *streamConn, p *engine.Principal, sub *subscriber)
 		closeWith(websocket.CloseInternalServerErr, "internal error")
 		return
 	}
-	defer func() {
-		pos, del := c.CursorState()
-		if err := s.eng.CloseCursor(p, c.name, c, pos, del); err != nil {
-			s.log.Warn("saving a cursor", "cursor", c.name, "err", err)
-		}
-	}()
+	defer s.closeCursor(p, c)
 
-	defer s.trackStream(p, sub, sc.close)()
 	// Subscribed before the first read: a commit after it wakes the writer.
 	s.eng.Subscribe(p, sub)
 	out.opened()

@@ -38,6 +38,9 @@ func (s *Server) serveSSE(ctx *fasthttp.RequestCtx, p *engine.Principal, q *stre
 	conn := ctx.Conn()
 	sub := s.newSubscriber(p, q, cur)
 	st := s.streams
+	// Tracked before the response: a shutdown or revocation from here on
+	// finds the stream (its writer sees the end when it starts).
+	untrack := s.trackStream(p, sub)
 	st.wg.Add(1)
 	st.sse.Add(1)
 	// fasthttp runs the writer at once on its own goroutine, writing into a
@@ -47,10 +50,10 @@ func (s *Server) serveSSE(ctx *fasthttp.RequestCtx, p *engine.Principal, q *stre
 		defer st.wg.Done()
 		defer st.sse.Add(-1)
 		defer release()
+		defer untrack(func() {}) // returning ends the body; fasthttp closes the connection
 		sc := &streamConn{
-			out:   newSSEOut(w, conn),
-			read:  func(*subscriber) (<-chan struct{}, func()) { return watchGone(conn) },
-			close: func() {}, // returning ends the body; fasthttp closes the connection
+			out:  newSSEOut(w, conn),
+			read: func(*subscriber) (<-chan struct{}, func()) { return watchGone(conn) },
 		}
 		s.serve(sc, p, sub, q.since)
 	})
