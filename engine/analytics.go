@@ -270,6 +270,8 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 }
 
 func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) {
+	recs := e.queryRecords(p)
+	defer recs.close()
 	steps, window := q.Steps, q.Window
 	if q.FunnelID != "" {
 		f, err := e.funnelRecord(p.project.rec.Load().ID, q.FunnelID)
@@ -298,7 +300,7 @@ func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) 
 		occs := map[string][]analytics.Occ{}
 		n, err := e.db.StepOccurrences(p.dataset, name, q.VisitorID, q.HasVisitor, q.From, q.To, MaxScanEvents-scanned,
 			func(o storage.Occurrence) {
-				if !e.matches(p, &q, o.ID) {
+				if !recs.matches(&q, o.ID) {
 					return
 				}
 				if o.Bot && !q.Bots {
@@ -408,6 +410,8 @@ type CohortResult struct {
 // ids into persons, and builds the triangle; at most MaxScanEvents index
 // entries in all.
 func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, error) {
+	recs := e.queryRecords(p)
+	defer recs.close()
 	now := time.Now().UnixMilli()
 	end := q.Period.Floor(q.To)
 	for range q.Periods {
@@ -425,7 +429,7 @@ func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, e
 			byName[key] = occs
 		}
 		n, err := e.db.StepOccurrences(p.dataset, name, "", false, from, to, MaxScanEvents-scanned, func(o storage.Occurrence) {
-			if !e.matches(p, &q, o.ID) {
+			if !recs.matches(&q, o.ID) {
 				return
 			}
 			if o.Bot && !q.Bots {
@@ -491,6 +495,8 @@ type PathsResult struct {
 // visitor index (the record too for a pageview, whose label is its page
 // path), and counts the transitions; at most MaxScanEvents index entries.
 func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
+	recs := e.queryRecords(p)
+	defer recs.close()
 	anchor := q.StartEvent
 	if anchor == "" {
 		anchor = q.EndEvent
@@ -500,7 +506,7 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 	visitors := map[string]bool{}
 	var bots int64
 	scanned, err := e.db.StepOccurrences(p.dataset, anchor, "", false, q.From, q.To, MaxScanEvents, func(o storage.Occurrence) {
-		if !e.matches(p, &q, o.ID) {
+		if !recs.matches(&q, o.ID) {
 			return
 		}
 		if o.Bot && !q.Bots {
@@ -527,7 +533,7 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 		scanned += len(evs)
 		seq := make([]analytics.PathNode, 0, len(evs))
 		for _, ev := range evs {
-			if !e.matches(p, &q, ev.ID) {
+			if !recs.matches(&q, ev.ID) {
 				continue
 			}
 			// A visitor's own bot events (one who also browsed) are left
@@ -540,7 +546,7 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 			}
 			n := analytics.PathNode{Name: ev.Name, Label: ev.Name}
 			if ev.Name == "pageview" {
-				n.Label = e.pagePath(p.dataset, ev.ID)
+				n.Label = recs.pagePath(ev.ID)
 			}
 			seq = append(seq, n)
 		}
@@ -551,21 +557,51 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 		BotsExcluded: botsExcluded(&q, bots)}, nil
 }
 
+// queryRecords reads the records a funnel, retention or paths query needs
+// (where= filters, page paths) through one storage.RecordReader, opened at
+// the first read: most of these queries read none.
+type queryRecords struct {
+	db *storage.DB
+	ds uint32
+	rr *storage.RecordReader
+}
+
+func (e *Engine) queryRecords(p *Principal) *queryRecords {
+	return &queryRecords{db: e.db, ds: p.dataset}
+}
+
+func (r *queryRecords) get(id storage.ID) (storage.Event, error) {
+	if r.rr == nil {
+		rr, err := r.db.NewRecordReader(r.ds)
+		if err != nil {
+			return storage.Event{}, err
+		}
+		r.rr = rr
+	}
+	return r.rr.Get(id)
+}
+
+func (r *queryRecords) close() {
+	if r.rr != nil {
+		_ = r.rr.Close()
+	}
+}
+
 // matches applies the where= filter to an event known by its index entry
 // (funnels, retention, paths read no record otherwise): true without a
 // filter, false for an event erased since its index entry was read.
-func (e *Engine) matches(p *Principal, q *analytics.Query, id storage.ID) bool {
+func (r *queryRecords) matches(q *analytics.Query, id storage.ID) bool {
 	if q.Match == nil {
 		return true
 	}
-	ev, err := e.db.GetEvent(p.dataset, id)
+	ev, err := r.get(id)
 	return err == nil && q.Match(ev.Properties)
 }
 
 // pagePath labels a pageview with its page path: the "path" property t.js
 // sends, else the path of Segment's context.page; "pageview" without one.
-func (e *Engine) pagePath(ds uint32, id storage.ID) string {
-	ev, err := e.db.GetEvent(ds, id)
+func (r *queryRecords) pagePath(id storage.ID) string {
+	ev, err := r.get(id)
 	if err != nil {
 		return "pageview"
 	}

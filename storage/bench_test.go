@@ -89,7 +89,7 @@ func BenchmarkIdempotencyLookup(b *testing.B) {
 	})
 }
 
-// BenchmarkRecordReads compares GetEvent per record with one recordReader
+// BenchmarkRecordReads compares GetEvent per record with one RecordReader
 // for the records of a time range, as a where= query reads them: 100,000
 // events flushed to sstables, 10,000 read in id order.
 func BenchmarkRecordReads(b *testing.B) {
@@ -122,16 +122,16 @@ func BenchmarkRecordReads(b *testing.B) {
 	})
 	b.Run("reader", func(b *testing.B) {
 		for b.Loop() {
-			r, err := db.newRecordReader(1)
+			r, err := db.NewRecordReader(1)
 			if err != nil {
 				b.Fatal(err)
 			}
 			for j := range reads {
-				if _, err := r.get(testID(uint64(j * 7))); err != nil {
+				if _, err := r.Get(testID(uint64(j * 7))); err != nil {
 					b.Fatal(err)
 				}
 			}
-			_ = r.close()
+			_ = r.Close()
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*reads), "ns/record")
 	})

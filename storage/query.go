@@ -80,14 +80,14 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 			return nil, 0, err
 		}
 	}
-	rr, err := d.newRecordReader(q.Dataset)
+	rr, err := d.NewRecordReader(q.Dataset)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer rr.close()
+	defer rr.Close()
 	events := make([]Event, 0, len(ids))
 	for _, id := range ids {
-		e, err := rr.get(id)
+		e, err := rr.Get(id)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -212,11 +212,11 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		return nil, 0, err
 	}
 	defer it.Close()
-	rr, err := d.newRecordReader(q.Dataset)
+	rr, err := d.NewRecordReader(q.Dataset)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer rr.close()
+	defer rr.Close()
 	nameFilter := q.HasVisitor && q.Name != ""
 	events := make([]Event, 0, q.Limit)
 	var matched int64
@@ -232,7 +232,7 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		if !ok {
 			return nil, 0, errCorrupt
 		}
-		e, err := rr.get(id)
+		e, err := rr.Get(id)
 		if errors.Is(err, ErrNotFound) {
 			continue // erased between the index entry and its record
 		}

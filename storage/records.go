@@ -6,33 +6,33 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// recordReader reads many event records of one dataset through one Pebble
+// RecordReader reads many event records of one dataset through one Pebble
 // iterator. GetEvent builds and tears down an iterator over every memtable
 // and level for each record (half the CPU of a where= query over raw
 // events, docs/benchmarks.md "where"); a query that reads the records of an
 // index range pays that once here. Seeks in increasing id order, the order
 // of a time range for events ingested live, also let Pebble step forward
 // instead of seeking from the top.
-type recordReader struct {
+type RecordReader struct {
 	it  *pebble.Iterator
 	ds  uint32
 	key []byte
 }
 
-// newRecordReader opens a reader of dataset ds's records as of now; close
+// NewRecordReader opens a reader of dataset ds's records as of now; Close
 // releases it.
-func (d *DB) newRecordReader(ds uint32) (*recordReader, error) {
+func (d *DB) NewRecordReader(ds uint32) (*RecordReader, error) {
 	lo := appendDataset(nil, prefixEvent, ds)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
 		return nil, err
 	}
-	return &recordReader{it: it, ds: ds}, nil
+	return &RecordReader{it: it, ds: ds}, nil
 }
 
-// get is GetEvent through the reader. decodeRecord copies what it keeps,
+// Get is GetEvent through the reader. decodeRecord copies what it keeps,
 // so the event outlives the iterator's position.
-func (r *recordReader) get(id ID) (Event, error) {
+func (r *RecordReader) Get(id ID) (Event, error) {
 	var e Event
 	r.key = eventKey(r.key[:0], r.ds, id)
 	if !r.it.SeekGE(r.key) || !bytes.Equal(r.it.Key(), r.key) {
@@ -49,4 +49,5 @@ func (r *recordReader) get(id ID) (Event, error) {
 	return e, decodeRecord(v, &e)
 }
 
-func (r *recordReader) close() error { return r.it.Close() }
+// Close releases the reader.
+func (r *RecordReader) Close() error { return r.it.Close() }

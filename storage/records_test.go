@@ -15,13 +15,13 @@ func TestRecordReader(t *testing.T) {
 	}
 	commitEvents(t, db.DB, 1, events...)
 	commitEvents(t, db.DB, 2, &Event{ID: testID(4), Name: "other", Timestamp: 4})
-	r, err := db.newRecordReader(1)
+	r, err := db.NewRecordReader(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.close()
+	defer r.Close()
 	for _, n := range []uint64{1, 3, 19, 2, 4, 7, 5, 21, 0, 11} {
-		got, gotErr := r.get(testID(n))
+		got, gotErr := r.Get(testID(n))
 		want, wantErr := db.GetEvent(1, testID(n))
 		if !errors.Is(gotErr, wantErr) || (wantErr == nil) != (n%2 == 1 && n < 20) {
 			t.Fatalf("id %d: err %v, GetEvent's %v", n, gotErr, wantErr)

@@ -24,7 +24,7 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		rr, err := d.newRecordReader(ds)
+		rr, err := d.NewRecordReader(ds)
 		if err != nil {
 			_ = it.Close()
 			return n, err
@@ -37,7 +37,7 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 			if !ok {
 				continue
 			}
-			e, err := rr.get(id)
+			e, err := rr.Get(id)
 			if err == nil {
 				_ = b.Delete(eventKey(nil, ds, id), nil)
 				_ = b.Delete(append(appendTS(namePrefix(nil, ds, e.Name), ts), id[:]...), nil)
@@ -49,7 +49,7 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 			last = append(last[:0], it.Key()...)
 			count++
 		}
-		err = errors.Join(it.Close(), rr.close())
+		err = errors.Join(it.Close(), rr.Close())
 		if err == nil {
 			err = d.commit(b, pebble.Sync)
 		}

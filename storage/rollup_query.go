@@ -236,11 +236,11 @@ func (d *DB) edgeAggregate(q *AggQuery, e span, a *Agg) error {
 		return err
 	}
 	defer it.Close()
-	rr, err := d.newRecordReader(q.Dataset)
+	rr, err := d.NewRecordReader(q.Dataset)
 	if err != nil {
 		return err
 	}
-	defer rr.close()
+	defer rr.Close()
 	needRecord := q.Property != "" || (q.Unique && q.Name == "")
 	s := sumValue{sum: a.Sum, n: a.N}
 	for it.First(); it.Valid(); it.Next() {
@@ -260,7 +260,7 @@ func (d *DB) edgeAggregate(q *AggQuery, e span, a *Agg) error {
 		if !ok {
 			return errCorrupt
 		}
-		ev, err := rr.get(id)
+		ev, err := rr.Get(id)
 		if err != nil {
 			return err
 		}
@@ -305,11 +305,11 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 	if q.Property != "" {
 		sums = make([]sumValue, len(out))
 	}
-	rr, err := d.newRecordReader(q.Dataset)
+	rr, err := d.NewRecordReader(q.Dataset)
 	if err != nil {
 		return err
 	}
-	defer rr.close()
+	defer rr.Close()
 	scanned := 0
 	err = d.scanIndex(visitorPrefix(nil, q.Dataset, q.VisitorID), from, to, func(ts int64, id ID, value []byte) error {
 		name, bot := splitBot(value)
@@ -333,7 +333,7 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 			a.Sketch.Add(HashVisitor(q.VisitorID))
 		}
 		if q.Property != "" {
-			ev, err := rr.get(id)
+			ev, err := rr.Get(id)
 			if err != nil {
 				return err
 			}
@@ -365,11 +365,11 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 			return ErrScanLimit
 		}
 	}
-	rr, err := d.newRecordReader(q.Dataset)
+	rr, err := d.NewRecordReader(q.Dataset)
 	if err != nil {
 		return err
 	}
-	defer rr.close()
+	defer rr.Close()
 	sums := make([]sumValue, len(out))
 	scanned := 0
 	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
@@ -384,7 +384,7 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 		if i < 0 || i >= len(out) {
 			return nil
 		}
-		ev, err := rr.get(id)
+		ev, err := rr.Get(id)
 		if errors.Is(err, ErrNotFound) {
 			return nil // erased between the index entry and its record
 		}
@@ -518,11 +518,11 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 		}
 		defer persons.Close()
 	}
-	rr, err := d.newRecordReader(q.Dataset)
+	rr, err := d.NewRecordReader(q.Dataset)
 	if err != nil {
 		return nil, total, err
 	}
-	defer rr.close()
+	defer rr.Close()
 	scanned := 0
 	err = d.scanIndex(prefix, q.From, q.To, func(_ int64, id ID, value []byte) error {
 		if q.HasVisitor && q.Name != "" && !sameName(value, q.Name) {
@@ -531,7 +531,7 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
 			return ErrScanLimit
 		}
-		ev, err := rr.get(id)
+		ev, err := rr.Get(id)
 		if err != nil {
 			return err
 		}
@@ -717,17 +717,17 @@ func (d *DB) EventsInRange(ds uint32, from, to int64, maxScan int, fn func(*Even
 			return ErrScanLimit
 		}
 	}
-	rr, err := d.newRecordReader(ds)
+	rr, err := d.NewRecordReader(ds)
 	if err != nil {
 		return err
 	}
-	defer rr.close()
+	defer rr.Close()
 	scanned := 0
 	return d.scanIndex(appendDataset(nil, prefixTime, ds), from, to, func(_ int64, id ID, _ []byte) error {
 		if scanned++; maxScan > 0 && scanned > maxScan {
 			return ErrScanLimit
 		}
-		ev, err := rr.get(id)
+		ev, err := rr.Get(id)
 		if errors.Is(err, ErrNotFound) {
 			return nil // erased between the index entry and its record
 		}

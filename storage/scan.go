@@ -22,17 +22,17 @@ func (d *DB) ScanEvents(ds uint32, from, to int64, fn func(*Event) bool) error {
 		return err
 	}
 	defer it.Close()
-	rr, err := d.newRecordReader(ds)
+	rr, err := d.NewRecordReader(ds)
 	if err != nil {
 		return err
 	}
-	defer rr.close()
+	defer rr.Close()
 	for it.First(); it.Valid(); it.Next() {
 		_, id, ok := tsIDSuffix(it.Key())
 		if !ok {
 			return errCorrupt
 		}
-		e, err := rr.get(id)
+		e, err := rr.Get(id)
 		if err != nil {
 			return err
 		}
