@@ -33,6 +33,12 @@ func (e *Engine) EventsAfter(p *Principal, after storage.ID, limit int, fn func(
 	return e.db.EventsAfter(p.dataset, after, limit, fn)
 }
 
+// RecordsAfter is EventsAfter without decoding (storage.RecordsAfter): the
+// record is valid only until fn returns; storage.DecodeEvent reads it.
+func (e *Engine) RecordsAfter(p *Principal, after storage.ID, limit int, fn func(id storage.ID, record []byte) bool) error {
+	return e.db.RecordsAfter(p.dataset, after, limit, fn)
+}
+
 // OnDrained registers fn to run at Close after the last commit has reached
 // the broadcaster and before the store closes: live streams flush and close there.
 func (e *Engine) OnDrained(fn func()) {

@@ -54,6 +54,9 @@ type streams struct {
 	wg   sync.WaitGroup
 	// pending are the upgrades whose 101 is not written yet.
 	pending pendingUpgrades
+	// events are the events cursor connections read lately, decoded and
+	// encoded once for all of them.
+	events *eventCache
 
 	subscribers *metrics.Gauge
 	sent        *metrics.Counter
@@ -76,6 +79,7 @@ type streams struct {
 func newStreams(reg *metrics.Registry) *streams {
 	st := &streams{
 		subs:        make(map[*subscriber]struct{}),
+		events:      newEventCache(eventCacheSize),
 		subscribers: reg.Gauge("eventd_stream_subscribers", "Open /stream connections.", ""),
 		sent:        reg.Counter("eventd_stream_messages_sent_total", "Event messages written to /stream clients.", ""),
 		drops:       reg.Counter("eventd_stream_drops_total", "Events not queued because a subscriber's queue was full.", ""),

@@ -253,6 +253,7 @@ func (s *Server) runCursor(sc *streamConn, p *engine.Principal, sub *subscriber)
 	st := s.streams
 	c := sub.cur
 	out := sc.out
+	ds := p.Dataset()
 	closeWith := func(code int, reason string) {
 		out.goodbye(code, reason, nil)
 		_ = out.flush()
@@ -322,11 +323,18 @@ func (s *Server) runCursor(sc *streamConn, p *engine.Principal, sub *subscriber)
 			c.mu.Unlock()
 			f := sub.filter.Load()
 			n, stop := 0, false
-			err := s.eng.EventsAfter(p, after, replayChunk, func(e *storage.Event) bool {
-				if bytes.Compare(e.ID[:], settled[:]) > 0 {
+			var loadErr error
+			err := s.eng.RecordsAfter(p, after, replayChunk, func(id storage.ID, record []byte) bool {
+				if bytes.Compare(id[:], settled[:]) > 0 {
 					atHorizon, stop = true, true
 					return false
 				}
+				se, err := st.events.load(ds, id, record)
+				if err != nil {
+					loadErr = err
+					return false
+				}
+				e := &se.ev
 				n++
 				c.mu.Lock()
 				c.scanned = e.ID
@@ -347,18 +355,19 @@ func (s *Server) runCursor(sc *streamConn, p *engine.Principal, sub *subscriber)
 				}
 				redelivered := bytes.Compare(e.ID[:], c.redeliverTo[:]) <= 0
 				c.mu.Unlock()
-				buf = appendStreamPayload(buf[:0], e)
+				payload := se.payload
 				if redelivered {
-					buf = append(buf[:len(buf)-1], `,"redelivered":true}`...)
+					buf = append(append(buf[:0], payload[:len(payload)-1]...), `,"redelivered":true}`...)
+					payload = buf
 					st.cursor.redelivered.Inc()
 				}
-				out.event(e.ID, buf)
+				out.event(e.ID, payload)
 				st.sent.Inc()
 				frames++
 				room--
 				return room > 0 && frames < maxFramesPerWrite
 			})
-			if err != nil {
+			if err = errors.Join(loadErr, err); err != nil {
 				return false, false, err
 			}
 			if stop || n == 0 {

@@ -15,7 +15,8 @@ func (d *DB) GetEvent(ds uint32, id ID) (Event, error) {
 		return e, err
 	}
 	e.ID = id
-	return e, decodeRecord(v, &e)
+	err = decodeRecord(v, &e)
+	return e, err
 }
 
 // ListQuery selects events of one dataset, newest timestamp first.
@@ -167,6 +168,23 @@ func sameName(v []byte, name string) bool {
 // EventsAfter calls fn for the events of ds recorded after id, in record
 // order, until fn returns false or limit events were given.
 func (d *DB) EventsAfter(ds uint32, after ID, limit int, fn func(*Event) bool) error {
+	var decodeErr error
+	err := d.RecordsAfter(ds, after, limit, func(id ID, record []byte) bool {
+		e, err := DecodeEvent(id, record)
+		if err != nil {
+			decodeErr = err
+			return false
+		}
+		return fn(&e)
+	})
+	return errors.Join(decodeErr, err)
+}
+
+// RecordsAfter is EventsAfter without decoding: fn gets each event's id and
+// stored record, which is valid only until fn returns (DecodeEvent reads
+// it). A reader that keeps what it made of a record, as the stream's
+// shared cache does, decodes each event once instead of once per reader.
+func (d *DB) RecordsAfter(ds uint32, after ID, limit int, fn func(id ID, record []byte) bool) error {
 	lo := eventKey(nil, ds, after)
 	lo = append(lo, 0) // strictly after
 	hi := appendDataset(nil, prefixEvent, ds+1)
@@ -176,18 +194,21 @@ func (d *DB) EventsAfter(ds uint32, after ID, limit int, fn func(*Event) bool) e
 	}
 	n := 0
 	for it.First(); it.Valid() && n < limit; it.Next() {
-		var e Event
-		copy(e.ID[:], it.Key()[datasetPrefLen:])
-		if err := decodeRecord(it.Value(), &e); err != nil {
-			_ = it.Close()
-			return err
-		}
+		var id ID
+		copy(id[:], it.Key()[datasetPrefLen:])
 		n++
-		if !fn(&e) {
+		if !fn(id, it.Value()) {
 			break
 		}
 	}
 	return it.Close()
+}
+
+// DecodeEvent decodes a record RecordsAfter gave; the event owns its bytes.
+func DecodeEvent(id ID, record []byte) (Event, error) {
+	e := Event{ID: id}
+	err := decodeRecord(record, &e)
+	return e, err
 }
 
 // listMatching is List with a property filter: no counter knows how many

@@ -46,7 +46,8 @@ func (r *RecordReader) Get(id ID) (Event, error) {
 		return e, err
 	}
 	e.ID = id
-	return e, decodeRecord(v, &e)
+	err = decodeRecord(v, &e)
+	return e, err
 }
 
 // Close releases the reader.
