@@ -362,13 +362,7 @@ func TestDashboardAnalyticsDepth(t *testing.T) {
 	})
 
 	run("phone width", func(t *testing.T) {
-		d.call(nil, "context", "name", "phone", "width", 390, "height", 844, "mobile", true)
-		d.call(nil, "page", "ctx", "phone", "name", "m")
-		m := &dashUI{d: d, page: "m", base: s.Admin}
-		m.goTo("/login")
-		m.fill("Admin token", s.Token)
-		m.click("button", "Sign in")
-		m.ready()
+		m := signInOnPhone(d, s)
 		for _, pg := range []struct{ slug, ready string }{
 			{"overview", `(document.querySelector('[data-testid=ov-sessions]') || {}).textContent === '7' && !!document.querySelector('[data-panel=countries] svg')`},
 			{"retention", `!!document.querySelector('table.triangle td.cell')`},

@@ -445,6 +445,18 @@ func (d *dashDriver) call(out any, op string, args ...any) {
 	}
 }
 
+// signInOnPhone opens a page 390 px wide in a mobile context and signs in.
+func signInOnPhone(d *dashDriver, s *Server) *dashUI {
+	d.call(nil, "context", "name", "phone", "width", 390, "height", 844, "mobile", true)
+	d.call(nil, "page", "ctx", "phone", "name", "m")
+	m := &dashUI{d: d, page: "m", base: s.Admin}
+	m.goTo("/login")
+	m.fill("Admin token", s.Token)
+	m.click("button", "Sign in")
+	m.ready()
+	return m
+}
+
 // dashUI is one browser page of the dashboard with shorthand for the tour.
 type dashUI struct {
 	d    *dashDriver
@@ -868,13 +880,7 @@ func TestDashboardBrowser(t *testing.T) {
 	})
 
 	run("phone width", func(t *testing.T) {
-		d.call(nil, "context", "name", "phone", "width", 390, "height", 844, "mobile", true)
-		d.call(nil, "page", "ctx", "phone", "name", "m")
-		m := &dashUI{d: d, page: "m", base: s.Admin}
-		m.goTo("/login")
-		m.fill("Admin token", s.Token)
-		m.click("button", "Sign in")
-		m.ready()
+		m := signInOnPhone(d, s)
 		titles := map[string]string{"analytics": "Analytics", "live": "Live events", "keys": "API keys", "webhooks": "Webhooks and alerts"}
 		for _, pg := range []string{"analytics", "live", "keys", "webhooks"} {
 			m.goTo("/#/p/" + projectID + "/test/" + pg)

@@ -354,28 +354,7 @@ func TestSSESlowConsumer(t *testing.T) {
 	normal := dialSSE(t, sseURL(s, ""), key, nil)
 	slow := dialSSELazy(t, sseURL(s, ""), key, nil)
 
-	pad := strings.Repeat("x", 30000)
-	const maxBatches, per = 40, 100
-	var ids []string
-	for b := 0; b < maxBatches; b++ {
-		events := make([]map[string]any, per)
-		for i := range events {
-			events[i] = map[string]any{"event": "big", "properties": map[string]any{"pad": pad, "n": b*per + i}}
-		}
-		r := Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": events})
-		wantStatus(t, r, 201)
-		var out struct{ Results []struct{ ID string } }
-		_ = json.Unmarshal(r.Body, &out)
-		for _, res := range out.Results {
-			ids = append(ids, res.ID)
-		}
-		if scrapeMetric(t, s, "eventd_stream_drops_total") > 0 {
-			break
-		}
-	}
-	if scrapeMetric(t, s, "eventd_stream_drops_total") == 0 {
-		t.Fatal("the slow SSE client never overflowed its queue")
-	}
+	ids := fillUntilDropped(t, s, key)
 	slow.startReading()
 	for i, want := range ids {
 		if got, _ := readSSEEvent(t, normal); got.ID != want {

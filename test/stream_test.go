@@ -364,28 +364,7 @@ func TestStreamSlowConsumer(t *testing.T) {
 	normal := dial(t, wsURL(s, ""), bearer(key))
 	slow := dialLazy(t, wsURL(s, ""), bearer(key))
 
-	// Large events fill the socket buffers quickly, then the 200-slot queue (two batches).
-	pad := strings.Repeat("x", 30000)
-	const maxBatches, per = 40, 100
-	var ids []string
-	for b := 0; b < maxBatches; b++ {
-		events := make([]map[string]any, per)
-		for i := range events {
-			events[i] = map[string]any{"event": "big", "properties": map[string]any{"pad": pad, "n": b*per + i}}
-		}
-		r := Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": events})
-		wantStatus(t, r, 201)
-		var out struct{ Results []struct{ ID string } }
-		_ = json.Unmarshal(r.Body, &out)
-		for _, res := range out.Results {
-			ids = append(ids, res.ID)
-		}
-		// Stop as soon as the slow subscriber overflowed, so that its writer
-		// is not left blocked on a full socket for long.
-		if !strings.Contains(metricsText(t, s), "eventd_stream_drops_total 0") {
-			break
-		}
-	}
+	ids := fillUntilDropped(t, s, key)
 	slow.startReading(t)
 	// The normal subscriber on the same dataset gets everything, in order.
 	for i, want := range ids {
@@ -533,4 +512,34 @@ func TestStreamOverTLS(t *testing.T) {
 	if _, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(s.Public, "http")+"/stream", bearer(key)); err == nil {
 		t.Fatal("plain ws:// reached a TLS listener")
 	}
+}
+
+// fillUntilDropped posts batches of large events (they fill the socket
+// buffers quickly, then a 200-slot queue in two batches) until a subscriber
+// that does not read overflowed its queue, and returns the events' ids.
+// It stops at once so that the slow subscriber's writer is not left
+// blocked on a full socket for long.
+func fillUntilDropped(t *testing.T, s *Server, key string) []string {
+	t.Helper()
+	pad := strings.Repeat("x", 30000)
+	const maxBatches, per = 40, 100
+	var ids []string
+	for b := 0; b < maxBatches; b++ {
+		events := make([]map[string]any, per)
+		for i := range events {
+			events[i] = map[string]any{"event": "big", "properties": map[string]any{"pad": pad, "n": b*per + i}}
+		}
+		r := Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": events})
+		wantStatus(t, r, 201)
+		var out struct{ Results []struct{ ID string } }
+		_ = json.Unmarshal(r.Body, &out)
+		for _, res := range out.Results {
+			ids = append(ids, res.ID)
+		}
+		if scrapeMetric(t, s, "eventd_stream_drops_total") > 0 {
+			return ids
+		}
+	}
+	t.Fatal("no subscriber ever overflowed its queue")
+	return nil
 }

@@ -94,6 +94,19 @@ export function filterBar(onChange) {
  * botsNote says how many bot events an answer left out, or that bots are
  * counted; it is empty when the answer says nothing about bots.
  */
+/**
+ * filterNotes are the lines under a chart that say how its answer was
+ * filtered: the active filters (testid names that line) and the bots note.
+ */
+export function filterNotes(answer, testid) {
+  const out = [];
+  const filters = describeFilters();
+  if (filters) out.push(h('p.muted', testid ? { 'data-testid': testid } : {}, `Filtered: ${filters}.`));
+  const bn = botsNote(answer);
+  if (bn) out.push(bn);
+  return out;
+}
+
 export function botsNote(answer) {
   if (filterState.bots) return h('p.muted.bots-note', { 'data-testid': 'bots-note' }, 'Bots are counted.');
   if (!answer || answer.bots_excluded === undefined) return null;

@@ -8,7 +8,7 @@ import { h, clear, pageHead, fmtNum, fmtPct } from '../ui.js';
 import { analytics } from '../api.js';
 import { timeChart, barChart } from '../charts.js';
 import { rangePicker, rangeQuery, readFailure } from './common.js';
-import { filterBar, filterQuery, describeFilters, botsNote } from './filters.js';
+import { filterBar, filterQuery, filterNotes } from './filters.js';
 
 /** fmtDuration writes seconds as "1m 43s". */
 export function fmtDuration(sec) {
@@ -86,10 +86,7 @@ export async function render(view, ctx) {
       card('Pageviews', fmtNum(pageviews.total), 'ov-pageviews'),
       card('Pages per session', fmtNum(t.pages_per_session), 'ov-pages-per-session'),
       card('Bots excluded', events.bots_excluded === undefined ? 'counted' : fmtNum(events.bots_excluded), 'ov-bots'));
-    const filters = describeFilters();
-    if (filters) note.append(h('p.muted', { 'data-testid': 'ov-filters' }, `Filtered: ${filters}.`));
-    const bn = botsNote(events);
-    if (bn) note.append(bn);
+    note.append(...filterNotes(events, 'ov-filters'));
     chart.querySelector('.loading').remove();
     chart.append(timeChart(visitors, { label: 'visitors', title: 'Unique visitors over time' }));
     entry.append(barChart((entries.rows || []).map((x) => ({ label: x.key, value: x.value })),

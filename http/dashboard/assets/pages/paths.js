@@ -5,7 +5,7 @@ import { h, clear, field, input, select, pageHead, fmtNum } from '../ui.js';
 import { analytics } from '../api.js';
 import { barChart } from '../charts.js';
 import { rangePicker, rangeQuery, readFailure } from './common.js';
-import { filterBar, filterQuery, describeFilters, botsNote } from './filters.js';
+import { filterBar, filterQuery, filterNotes } from './filters.js';
 
 const view$ = { direction: 'start', event: 'pageview', steps: '3' };
 
@@ -51,10 +51,7 @@ export async function render(view, ctx) {
     }
     if (mine !== seq || !ctx.alive()) return;
     out.querySelector('.loading').remove();
-    const filters = describeFilters();
-    if (filters) out.append(h('p.muted', `Filtered: ${filters}.`));
-    const bn = botsNote(r);
-    if (bn) out.append(bn);
+    out.append(...filterNotes(r));
     const ts = r.transitions || [];
     if (!ts.length) {
       out.append(h('p.empty', `No visitor did ${view$.event} and something ${view$.direction === 'end' ? 'before' : 'after'} it in this range.`));

@@ -4,7 +4,7 @@
 import { h, clear, field, input, select, pageHead, fmtNum, fmtPct } from '../ui.js';
 import { analytics } from '../api.js';
 import { rangePicker, rangeQuery, readFailure } from './common.js';
-import { filterBar, filterQuery, describeFilters, botsNote } from './filters.js';
+import { filterBar, filterQuery, filterNotes } from './filters.js';
 
 const view$ = { cohort: 'pageview', ret: '', period: 'week', periods: '8' };
 
@@ -60,10 +60,7 @@ export async function render(view, ctx) {
     }
     if (mine !== seq || !ctx.alive()) return;
     out.querySelector('.loading').remove();
-    const filters = describeFilters();
-    if (filters) out.append(h('p.muted', `Filtered: ${filters}.`));
-    const bn = botsNote(r);
-    if (bn) out.append(bn);
+    out.append(...filterNotes(r));
     const cohorts = r.cohorts || [];
     if (!cohorts.length) {
       out.append(h('p.empty', `Nobody did ${view$.cohort} in this range.`));
