@@ -235,6 +235,8 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 			if len(in.IdempotencyKey) > event.MaxIdempotencyKeyLen {
 				prob = &event.Problem{Status: 400, Code: codeBadRequest, Message: "Invalid request data",
 					Details: map[string]string{"Idempotency-Key": "must be at most 255 characters"}}
+			} else if in.IdempotencyKey != "" {
+				in.Hash = event.ContentHash(&in)
 			}
 		}
 		if prob == nil {

@@ -98,10 +98,10 @@ func TestDecodeSingleAccepts(t *testing.T) {
 			if string(in.Properties) != tt.props {
 				t.Errorf("Properties = %s, want %s", in.Properties, tt.props)
 			}
-			if in.Hash == 0 {
-				t.Errorf("Hash not set")
+			if in.Hash != 0 {
+				t.Errorf("Hash set for an event without an idempotency key")
 			}
-			in.Properties, in.Hash = nil, 0
+			in.Properties = nil
 			if !reflect.DeepEqual(in, tt.want) {
 				t.Errorf("got %+v, want %+v", in, tt.want)
 			}
@@ -449,6 +449,7 @@ func TestSentAtSingle(t *testing.T) {
 
 func TestHash(t *testing.T) {
 	base := mustDecode(t, `{"event":"a","visitor_id":"v","properties":{"x":1},"timestamp":"2026-01-15T10:30:00Z"}`)
+	baseHash := ContentHash(&base)
 	tests := []struct {
 		name string
 		body string
@@ -469,8 +470,8 @@ func TestHash(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := mustDecode(t, tt.body)
-			if (in.Hash == base.Hash) != tt.same {
-				t.Fatalf("hash %x vs %x, same=%v", in.Hash, base.Hash, tt.same)
+			if h := ContentHash(&in); (h == baseHash) != tt.same {
+				t.Fatalf("hash %x vs %x, same=%v", h, baseHash, tt.same)
 			}
 		})
 	}
@@ -553,7 +554,8 @@ func TestDecodeBatch(t *testing.T) {
 	if got := entries[3].Input; got.IdempotencyKey != "" || got.VisitorID != "v" || string(got.Properties) != `{"k":{"k":1}}` {
 		t.Fatalf("entry 3 = %+v", got)
 	}
-	if entries[0].Input.Hash == mustDecode(t, `{"event":"a","timestamp":"2026-01-15T10:00:00Z"}`).Hash {
+	single := mustDecode(t, `{"event":"a","timestamp":"2026-01-15T10:00:00Z"}`)
+	if entries[0].Input.Hash == ContentHash(&single) {
 		return
 	}
 	t.Fatalf("a batch entry hashes differently from the same single event")

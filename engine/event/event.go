@@ -363,7 +363,11 @@ func (d *decoder) finishEvent(f *[fCount]rawField, r *eventResult) {
 	}
 	in.CreatedAt, in.HasCreatedAt = createdAt, hasCreatedAt
 	in.Properties = buf[n:len(buf):len(buf)]
-	in.Hash = contentHash(in)
+	if in.IdempotencyKey != "" {
+		// Only a keyed write compares contents; a single event's key comes
+		// from its header, after decoding (the handler hashes it then).
+		in.Hash = ContentHash(in)
+	}
 }
 
 // timeField parses a timestamp-like field, reporting problems under its name.
@@ -413,10 +417,12 @@ func checkName[T string | []byte](s T) string {
 	return ""
 }
 
-// contentHash is FNV-1a 64 over name, visitor, properties and the timestamp
-// before skew correction; 0xff separates the parts because it never occurs
-// in UTF-8 text, so different splits cannot collide by concatenation.
-func contentHash(in *Input) uint64 {
+// ContentHash is the idempotency hash of an input as decoded (its time as
+// sent, before any sent_at correction): equal for a retry of the same
+// content, whatever its sent_at. It is FNV-1a 64 over name, visitor,
+// properties and the timestamp; 0xff separates the parts because it never
+// occurs in UTF-8 text, so different splits cannot collide by concatenation.
+func ContentHash(in *Input) uint64 {
 	h := fnvString(fnvOffset, in.Name)
 	h = (h ^ 0xff) * fnvPrime
 	if in.HasVisitor {

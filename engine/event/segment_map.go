@@ -332,7 +332,7 @@ func segFinish(data []byte, f *[sgCount]segField, typ SegmentType, env *segEnv, 
 	case hasOrig:
 		in.Timestamp, in.HasTimestamp = orig, true
 	}
-	in.Hash = contentHash(in)
+	in.Hash = ContentHash(in)
 	if !hasTS && hasOrig {
 		switch {
 		case hasSentAt:
