@@ -237,28 +237,8 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, q 
 		},
 	}
 	sub := s.newSubscriber(p, q, cur)
-	// Before the 101 goes out (the handler below runs only after the
-	// response was written): a client that saw it and then wrote an event
-	// gets that event, a cursor created by this connection starts before
-	// anything the client sends next, and a shutdown in between finds the
-	// stream and closes it with 1001.
-	untrack := s.trackStream(p, sub)
-	if cur == nil {
-		sub.subscribedAt = time.Now()
-		s.eng.Subscribe(p, sub)
-	} else {
-		s.openCursor(p, cur)
-	}
+	var untrack func(closeConn func())
 	s.streams.wg.Add(1)
-	// Everything taken above, for an upgrade that never reaches its handler.
-	undo := func() {
-		if cur != nil {
-			s.closeCursor(p, cur)
-		}
-		untrack(func() {})
-		s.streams.wg.Done()
-		release()
-	}
 	netConn := ctx.Conn()
 	err := up.Upgrade(ctx, func(conn *websocket.Conn) {
 		if !s.streams.pending.claim(netConn) {
@@ -284,11 +264,32 @@ func (s *Server) upgradeStream(ctx *fasthttp.RequestCtx, p *engine.Principal, q 
 		}
 		s.serve(sc, p, sub, q.since)
 	})
-	if err != nil {
-		undo()
+	if err != nil { // not a WebSocket handshake: answered, nothing taken
+		s.streams.wg.Done()
+		release()
 		return
 	}
-	s.streams.pending.add(netConn, undo)
+	// A valid handshake, before the 101 goes out (the handler above runs
+	// only after the response was written): a client that saw it and then
+	// wrote an event gets that event, a cursor created by this connection
+	// starts before anything the client sends next, and a shutdown in
+	// between finds the stream and closes it with 1001.
+	untrack = s.trackStream(p, sub)
+	if cur == nil {
+		sub.subscribedAt = time.Now()
+		s.eng.Subscribe(p, sub)
+	} else {
+		s.openCursor(p, cur)
+	}
+	// Everything taken above, for an upgrade that never reaches its handler.
+	s.streams.pending.add(netConn, func() {
+		if cur != nil {
+			s.closeCursor(p, cur)
+		}
+		untrack(func() {})
+		s.streams.wg.Done()
+		release()
+	})
 }
 
 // trackStream counts a stream among the open ones (so shutdown and

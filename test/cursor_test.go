@@ -598,3 +598,22 @@ func TestCursorShutdown(t *testing.T) {
 	w = dial(t, cursorURL(s, "stop", ""), bearer(key))
 	wantEvents(t, w, []string{last}, true)
 }
+
+// A request on a cursor that is not a WebSocket handshake (nor SSE) is a
+// 400 that changes nothing: the connected consumer keeps its cursor and no
+// cursor is created.
+func TestCursorNotAHandshake(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "a", "", streamLimits)
+	key := s.Key(t, p, "secret", "live")
+	w := dial(t, cursorURL(s, "sink", ""), bearer(key))
+	for _, name := range []string{"sink", "other"} {
+		r := DoUnchecked(t, "a plain GET is not a handshake", "GET", s.Public+"/stream?cursor="+name, key, nil)
+		wantStatus(t, r, 400)
+	}
+	if cs := listCursors(t, s, p); len(cs) != 1 || !cs["sink"].Connected {
+		t.Fatalf("cursors after the refused requests: %+v", cs)
+	}
+	id := post(t, s, key, "still_mine", "")
+	wantEvents(t, w, []string{id}, false)
+}
