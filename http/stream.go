@@ -69,7 +69,7 @@ type streams struct {
 func newStreams(reg *metrics.Registry) *streams {
 	st := &streams{
 		subs:        make(map[*subscriber]struct{}),
-		events:      newEventCache(eventCacheSize),
+		events:      newEventCache(eventCacheBytes, eventCacheRecent),
 		subscribers: reg.Gauge("eventd_stream_subscribers", "Open /stream connections.", ""),
 		sent:        reg.Counter("eventd_stream_messages_sent_total", "Event messages written to /stream clients.", ""),
 		drops:       reg.Counter("eventd_stream_drops_total", "Events not queued because a subscriber's queue was full.", ""),
