@@ -145,11 +145,12 @@ func (s *Server) handleStream(ctx *fasthttp.RequestCtx) {
 			cur = &cursorConn{name: name, window: window, wake: make(chan struct{}, 1)}
 		}
 	}
-	if fail == nil && sse && cur == nil {
+	if fail == nil && sse && cur == nil && q.events() {
 		// EventSource sends the id of the last event it got when it
 		// reconnects, with the URL it was opened with: the header is the
-		// newer resume point, so it wins over since=. A cursor ignores it:
-		// the cursor's position is the resume point.
+		// newer resume point, so it wins over since=. A cursor ignores it
+		// (the cursor's position is the resume point), and so does a
+		// stream of typed messages only (nothing of theirs is replayed).
 		fail = lastEventID(ctx, q)
 	}
 	if !s.admit(ctx, p, ratelimit.Standard) {

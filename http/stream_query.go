@@ -115,6 +115,10 @@ type streamQuery struct {
 	kinds  streamKinds
 }
 
+// events reports whether the stream delivers events (kinds= absent, the
+// default, or naming event.created).
+func (q *streamQuery) events() bool { return q.kinds == 0 || q.kinds&kindEvent != 0 }
+
 // parseStreamQuery reads event (repeatable), visitor_id, where
 // (repeatable), kinds and since, and refuses a parameter /stream does not
 // take; extra are further ones the caller reads (the dashboard feed's
@@ -155,11 +159,11 @@ func parseStreamQuery(args *fasthttp.Args, extra ...string) (*streamQuery, *apiE
 			sid := storage.ID(id)
 			q.since = &sid
 		}
-		if q.kinds != 0 && q.kinds&kindEvent == 0 {
+		if !q.events() {
 			d["since"] = "needs kinds to include event.created: only events are replayed"
 		}
 	}
-	if args.Has("cursor") && q.kinds != 0 && q.kinds&kindEvent == 0 {
+	if args.Has("cursor") && !q.events() {
 		d["cursor"] = "needs kinds to include event.created: a cursor tracks events"
 	}
 	if len(d) > 0 {

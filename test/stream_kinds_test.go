@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/url"
 	"reflect"
 	"sort"
@@ -270,5 +271,29 @@ func TestStreamKinds(t *testing.T) {
 	}
 	if e := readEvent(t, plain); e.ID != id2 {
 		t.Fatalf("plain: %s, want %s (no typed message before it)", e.ID, id2)
+	}
+}
+
+// An EventSource on typed messages only reconnects with the Last-Event-ID
+// of the events it never asked for: nothing is replayed to it.
+func TestSSETypedOnlyIgnoresLastEventID(t *testing.T) {
+	s := Start(t)
+	p := s.Project(t, "typed", "", streamLimits)
+	key := s.Key(t, p, "secret", "live")
+	wantStatus(t, s.AdminDo(t, "POST", "/admin/v1/projects/"+p+"/goals", map[string]any{
+		"name": "signed_up", "environment": "live", "type": "occurrence", "event": "signup"}), 201)
+	first := post(t, s, key, "before", "v_1")
+	post(t, s, key, "before", "v_1") // would be replayed after first
+	c := dialSSE(t, sseURL(s, "?kinds=goal.completed"), key, http.Header{"Last-Event-Id": {first}})
+	post(t, s, key, "signup", "v_1")
+	for {
+		m := c.mustNext(t)
+		if m.Comment != "" || m.Event == "" {
+			continue // retry:, pings
+		}
+		if m.Event != "goal.completed" {
+			t.Fatalf("first message %q (%s), want goal.completed", m.Event, m.Data)
+		}
+		return
 	}
 }
