@@ -155,7 +155,16 @@ func (o *sseOut) flush() error {
 		return nil
 	}
 	_ = o.conn.SetWriteDeadline(time.Now().Add(writeWait))
-	_, err := o.w.Write(o.buf)
+	// In pieces no larger than w's buffer: w hands fasthttp's pipe one
+	// chunk per buffer, and the pipe holds a few chunks, so a client that
+	// stops reading holds a few buffers here, not a few whole flushes
+	// (up to maxFramesPerWrite messages each).
+	var err error
+	for b := o.buf; len(b) > 0 && err == nil; {
+		n := min(len(b), o.w.Size())
+		_, err = o.w.Write(b[:n])
+		b = b[n:]
+	}
 	if err == nil {
 		err = o.w.Flush()
 	}

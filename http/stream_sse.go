@@ -41,7 +41,12 @@ func (s *Server) serveSSE(ctx *fasthttp.RequestCtx, p *engine.Principal, q *stre
 	// Tracked before the response: a shutdown or revocation from here on
 	// finds the stream (its writer sees the end when it starts).
 	untrack := s.trackStream(p, sub)
-	st.wg.Add(1)
+	// Two for the wait group: the writer, and the connection's close. What
+	// the writer wrote last (the end of a drain and its goodbye) is still
+	// in fasthttp's pipe when it returns, and reaches the client only
+	// before the close: shutdown waits for that too.
+	st.wg.Add(2)
+	st.pending.add(conn, st.wg.Done)
 	st.sse.Add(1)
 	// fasthttp runs the writer at once on its own goroutine, writing into a
 	// pipe the server copies to the connection (chunked) after this

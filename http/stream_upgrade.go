@@ -7,13 +7,14 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// pendingUpgrades holds what releases a WebSocket upgrade whose 101 is not
-// written yet. fasthttp runs the upgrade's handler only once the 101 was
-// written: when the write fails (the client reset the connection) the
-// handler never runs, and the stream's slot in its key's limit, its place
-// among the tracked streams and its wait-group entry would stay taken
-// until the process ends. The connection's close, reported by ConnState,
-// runs the release instead.
+// pendingUpgrades holds what a stream's connection must release when it
+// closes, as fasthttp's ConnState reports it. A WebSocket upgrade whose
+// 101 is not written yet: fasthttp runs the upgrade's handler only once
+// the 101 was written, so when the write fails (the client reset the
+// connection) the handler never runs, and the stream's slot in its key's
+// limit, its place among the tracked streams and its wait-group entry
+// would stay taken until the process ends. An SSE response: its last
+// bytes leave fasthttp's pipe only before the close.
 type pendingUpgrades struct {
 	mu sync.Mutex
 	m  map[net.Conn]func()
