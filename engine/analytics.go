@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -269,9 +270,13 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 	return res, nil
 }
 
-func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) {
+func (e *Engine) funnel(p *Principal, q analytics.Query) (res *FunnelResult, err error) {
 	recs := e.queryRecords(p)
-	defer recs.close()
+	defer func() {
+		if rerr := recs.close(); rerr != nil && err == nil {
+			res, err = nil, rerr
+		}
+	}()
 	steps, window := q.Steps, q.Window
 	if q.FunnelID != "" {
 		f, err := e.funnelRecord(p.project.rec.Load().ID, q.FunnelID)
@@ -335,7 +340,7 @@ func (e *Engine) funnel(p *Principal, q analytics.Query) (*FunnelResult, error) 
 	}
 	counts := analytics.FunnelCounts(byVisitor, len(steps), window*1000)
 	rates := analytics.ConversionRates(counts)
-	res := &FunnelResult{Type: "funnel", Window: window, Steps: make([]FunnelStep, len(steps)), BotsExcluded: botsExcluded(&q, bots)}
+	res = &FunnelResult{Type: "funnel", Window: window, Steps: make([]FunnelStep, len(steps)), BotsExcluded: botsExcluded(&q, bots)}
 	for i, name := range steps {
 		res.Steps[i] = FunnelStep{Event: name, Visitors: counts[i], ConversionRate: rates[i]}
 	}
@@ -409,9 +414,13 @@ type CohortResult struct {
 // can count, both from the name index (no record is read), groups linked
 // ids into persons, and builds the triangle; at most MaxScanEvents index
 // entries in all.
-func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, error) {
+func (e *Engine) retention(p *Principal, q analytics.Query) (res *RetentionResult, err error) {
 	recs := e.queryRecords(p)
-	defer recs.close()
+	defer func() {
+		if rerr := recs.close(); rerr != nil && err == nil {
+			res, err = nil, rerr
+		}
+	}()
 	now := time.Now().UnixMilli()
 	end := q.Period.Floor(q.To)
 	for range q.Periods {
@@ -471,7 +480,7 @@ func (e *Engine) retention(p *Principal, q analytics.Query) (*RetentionResult, e
 			returns[person] = append(returns[person], o.TS)
 		}
 	}
-	res := &RetentionResult{Type: "retention", Period: q.Period.String(), Cohorts: []CohortResult{}, BotsExcluded: botsExcluded(&q, int64(len(bots)))}
+	res = &RetentionResult{Type: "retention", Period: q.Period.String(), Cohorts: []CohortResult{}, BotsExcluded: botsExcluded(&q, int64(len(bots)))}
 	for _, c := range analytics.RetentionCohorts(firsts, returns, q.Period, q.Periods, now) {
 		res.Cohorts = append(res.Cohorts, CohortResult{Start: msText(c.Start), Size: c.Size, Returned: c.Returned})
 	}
@@ -494,9 +503,13 @@ type PathsResult struct {
 // from its name index, reads each one's events of the range from the
 // visitor index (the record too for a pageview, whose label is its page
 // path), and counts the transitions; at most MaxScanEvents index entries.
-func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
+func (e *Engine) paths(p *Principal, q analytics.Query) (res *PathsResult, err error) {
 	recs := e.queryRecords(p)
-	defer recs.close()
+	defer func() {
+		if rerr := recs.close(); rerr != nil && err == nil {
+			res, err = nil, rerr
+		}
+	}()
 	anchor := q.StartEvent
 	if anchor == "" {
 		anchor = q.EndEvent
@@ -561,9 +574,10 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (*PathsResult, error) {
 // (where= filters, page paths) through one storage.RecordReader, opened at
 // the first read: most of these queries read none.
 type queryRecords struct {
-	db *storage.DB
-	ds uint32
-	rr *storage.RecordReader
+	db  *storage.DB
+	ds  uint32
+	rr  *storage.RecordReader
+	err error // the first read error but "not found": the query fails with it
 }
 
 func (e *Engine) queryRecords(p *Principal) *queryRecords {
@@ -574,17 +588,24 @@ func (r *queryRecords) get(id storage.ID) (storage.Event, error) {
 	if r.rr == nil {
 		rr, err := r.db.NewRecordReader(r.ds)
 		if err != nil {
+			r.err = cmp.Or(r.err, err)
 			return storage.Event{}, err
 		}
 		r.rr = rr
 	}
-	return r.rr.Get(id)
+	ev, err := r.rr.Get(id)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		r.err = cmp.Or(r.err, err)
+	}
+	return ev, err
 }
 
-func (r *queryRecords) close() {
+// close releases the reader and returns the first read error.
+func (r *queryRecords) close() error {
 	if r.rr != nil {
 		_ = r.rr.Close()
 	}
+	return r.err
 }
 
 // matches applies the where= filter to an event known by its index entry

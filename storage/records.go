@@ -14,6 +14,7 @@ import (
 // of a time range for events ingested live, also let Pebble step forward
 // instead of seeking from the top.
 type RecordReader struct {
+	db  *DB
 	it  *pebble.Iterator
 	ds  uint32
 	key []byte
@@ -27,7 +28,7 @@ func (d *DB) NewRecordReader(ds uint32) (*RecordReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &RecordReader{it: it, ds: ds}, nil
+	return &RecordReader{db: d, it: it, ds: ds}, nil
 }
 
 // Get is GetEvent through the reader. decodeRecord copies what it keeps,
@@ -39,7 +40,10 @@ func (r *RecordReader) Get(id ID) (Event, error) {
 		if err := r.it.Error(); err != nil {
 			return e, err
 		}
-		return e, ErrNotFound
+		// Not in the reader's view of the store, which is as of its
+		// opening: an event committed since (that a scan opened later
+		// found in an index) is read as GetEvent reads it.
+		return r.db.GetEvent(r.ds, id)
 	}
 	v, err := r.it.ValueAndErr()
 	if err != nil {

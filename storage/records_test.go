@@ -30,4 +30,11 @@ func TestRecordReader(t *testing.T) {
 			t.Fatalf("id %d: %+v, GetEvent's %+v", n, got, want)
 		}
 	}
+	// Committed after the reader opened (an index scan opened later finds
+	// it): read as GetEvent reads it, not missing.
+	late := &Event{ID: testID(40), Name: "late", Timestamp: 40, CreatedAt: 7}
+	commitEvents(t, db.DB, 1, late)
+	if got, err := r.Get(late.ID); err != nil || !sameEvent(&got, late) {
+		t.Fatalf("an event committed after the reader opened: %+v, %v", got, err)
+	}
 }

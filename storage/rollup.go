@@ -325,12 +325,13 @@ func (b *Batch) rollups() *rollups {
 	return b.roll
 }
 
-// nameIndexValue is the value of an N key: the visitor id (empty when the
-// event has none; ids are never empty), so funnels can follow visitors
-// through the name index without reading records.
+// nameIndexValue is the value of an N key: dst (the bot mark, if any) and
+// the visitor id (none when the event has none; ids are never empty), so
+// funnels can follow visitors through the name index without reading
+// records.
 func nameIndexValue(dst []byte, e *Event) []byte {
 	if !e.HasVisitor {
-		return nil
+		return dst // the bot mark of an event without a visitor too
 	}
 	return append(dst, e.VisitorID...)
 }

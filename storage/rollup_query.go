@@ -532,6 +532,9 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 			return ErrScanLimit
 		}
 		ev, err := rr.Get(id)
+		if errors.Is(err, ErrNotFound) {
+			return nil // erased between the index entry and its record
+		}
 		if err != nil {
 			return err
 		}
