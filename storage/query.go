@@ -9,14 +9,11 @@ import (
 
 // GetEvent reads one event of dataset ds, ErrNotFound if it is not there.
 func (d *DB) GetEvent(ds uint32, id ID) (Event, error) {
-	var e Event
 	v, err := d.get(eventKey(nil, ds, id))
 	if err != nil {
-		return e, err
+		return Event{}, err
 	}
-	e.ID = id
-	err = decodeRecord(v, &e)
-	return e, err
+	return DecodeEvent(id, v)
 }
 
 // ListQuery selects events of one dataset, newest timestamp first.
@@ -204,11 +201,30 @@ func (d *DB) RecordsAfter(ds uint32, after ID, limit int, fn func(id ID, record 
 	return it.Close()
 }
 
-// DecodeEvent decodes a record RecordsAfter gave; the event owns its bytes.
+// DecodeEvent decodes the stored record of event id (GetEvent,
+// RecordReader and RecordsAfter read them); the event owns its bytes.
 func DecodeEvent(id ID, record []byte) (Event, error) {
 	e := Event{ID: id}
 	err := decodeRecord(record, &e)
 	return e, err
+}
+
+// checkScan fails with ErrScanLimit when ds holds more than maxScan events
+// (of name; "" for every name) with timestamps in [from, to], as its
+// counters say: a raw scan past its bound fails at once rather than after
+// reading maxScan records. maxScan 0 is no bound.
+func (d *DB) checkScan(ds uint32, name string, from, to int64, maxScan int) error {
+	if maxScan <= 0 {
+		return nil
+	}
+	n, err := d.Count(ds, name, from, to)
+	if err != nil {
+		return err
+	}
+	if n > int64(maxScan) {
+		return ErrScanLimit
+	}
+	return nil
 }
 
 // listMatching is List with a property filter: no counter knows how many
@@ -216,14 +232,8 @@ func DecodeEvent(id ID, record []byte) (Event, error) {
 // first, to give the page and the exact total; at most q.MaxScan records.
 func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 	if !q.HasVisitor {
-		// The counters say up front whether the range is past MaxScan: such
-		// a query fails at once rather than after reading MaxScan records.
-		n, err := d.Count(q.Dataset, q.Name, q.From, q.To)
-		if err != nil {
+		if err := d.checkScan(q.Dataset, q.Name, q.From, q.To, q.MaxScan); err != nil {
 			return nil, 0, err
-		}
-		if n > int64(q.MaxScan) {
-			return nil, 0, ErrScanLimit
 		}
 	}
 	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)

@@ -49,9 +49,7 @@ func (r *RecordReader) Get(id ID) (Event, error) {
 	if err != nil {
 		return e, err
 	}
-	e.ID = id
-	err = decodeRecord(v, &e)
-	return e, err
+	return DecodeEvent(id, v)
 }
 
 // Close releases the reader.

@@ -356,13 +356,9 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 // past MaxScan, so such a query fails at once rather than after reading.
 func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 	from, to := max(q.Bounds[0], 0), q.Bounds[len(q.Bounds)-1]-1
-	if !q.HasVisitor && q.MaxScan > 0 {
-		n, err := d.Count(q.Dataset, q.Name, from, to)
-		if err != nil {
+	if !q.HasVisitor {
+		if err := d.checkScan(q.Dataset, q.Name, from, to, q.MaxScan); err != nil {
 			return err
-		}
-		if n > int64(q.MaxScan) {
-			return ErrScanLimit
 		}
 	}
 	rr, err := d.NewRecordReader(q.Dataset)
@@ -495,13 +491,9 @@ type GroupQuery struct {
 // fails before reading anything.
 func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, err error) {
 	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
-	if !q.HasVisitor && q.MaxScan > 0 {
-		n, err := d.Count(q.Dataset, q.Name, q.From, q.To)
-		if err != nil {
+	if !q.HasVisitor {
+		if err := d.checkScan(q.Dataset, q.Name, q.From, q.To, q.MaxScan); err != nil {
 			return nil, total, err
-		}
-		if n > int64(q.MaxScan) {
-			return nil, total, ErrScanLimit
 		}
 	}
 	aq := &AggQuery{Property: q.Property, Unique: q.Unique}
@@ -711,14 +703,8 @@ func (d *DB) VisitorEvents(ds uint32, visitor string, from, to int64, limit int)
 // (0: no bound) returns ErrScanLimit, checked up front from the counters.
 func (d *DB) EventsInRange(ds uint32, from, to int64, maxScan int, fn func(*Event)) error {
 	from = max(from, 0)
-	if maxScan > 0 {
-		n, err := d.Count(ds, "", from, to)
-		if err != nil {
-			return err
-		}
-		if n > int64(maxScan) {
-			return ErrScanLimit
-		}
+	if err := d.checkScan(ds, "", from, to, maxScan); err != nil {
+		return err
 	}
 	rr, err := d.NewRecordReader(ds)
 	if err != nil {
