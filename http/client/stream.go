@@ -85,7 +85,10 @@ func (s *Stream) Err() error {
 	return s.err
 }
 
-// LastID is the id of the last event delivered, to resume later with StreamParams.Since.
+// LastID is the id of the last event delivered, to resume later with
+// StreamParams.Since. It is exact once Close returned; while the stream
+// runs it may not yet name the event just received from Events (it never
+// names one not yet received, so a resume from it repeats, never skips).
 func (s *Stream) LastID() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
