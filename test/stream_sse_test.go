@@ -354,13 +354,14 @@ func TestSSESlowConsumer(t *testing.T) {
 	normal := dialSSE(t, sseURL(s, ""), key, nil)
 	slow := dialSSELazy(t, sseURL(s, ""), key, nil)
 
-	ids := fillUntilDropped(t, s, key)
-	slow.startReading()
-	for i, want := range ids {
-		if got, _ := readSSEEvent(t, normal); got.ID != want {
-			t.Fatalf("normal subscriber event %d: %s, want %s", i, got.ID, want)
+	fillUntilDropped(t, s, key, func(batch []string) {
+		for i, want := range batch {
+			if got, _ := readSSEEvent(t, normal); got.ID != want {
+				t.Fatalf("normal subscriber event %d of a batch: %s, want %s", i, got.ID, want)
+			}
 		}
-	}
+	})
+	slow.startReading()
 	var last string
 	for {
 		m := slow.mustNext(t)

@@ -364,14 +364,15 @@ func TestStreamSlowConsumer(t *testing.T) {
 	normal := dial(t, wsURL(s, ""), bearer(key))
 	slow := dialLazy(t, wsURL(s, ""), bearer(key))
 
-	ids := fillUntilDropped(t, s, key)
-	slow.startReading(t)
 	// The normal subscriber on the same dataset gets everything, in order.
-	for i, want := range ids {
-		if got := readEvent(t, normal); got.ID != want {
-			t.Fatalf("normal subscriber event %d: %s, want %s", i, got.ID, want)
+	ids := fillUntilDropped(t, s, key, func(batch []string) {
+		for i, want := range batch {
+			if got := readEvent(t, normal); got.ID != want {
+				t.Fatalf("normal subscriber event %d of a batch: %s, want %s", i, got.ID, want)
+			}
 		}
-	}
+	})
+	slow.startReading(t)
 	// The slow one gets what was written before the overflow, then the error and 4008.
 	var last string
 	for {
@@ -517,9 +518,12 @@ func TestStreamOverTLS(t *testing.T) {
 // fillUntilDropped posts batches of large events (they fill the socket
 // buffers quickly, then a 200-slot queue in two batches) until a subscriber
 // that does not read overflowed its queue, and returns the events' ids.
-// It stops at once so that the slow subscriber's writer is not left
-// blocked on a full socket for long.
-func fillUntilDropped(t *testing.T, s *Server, key string) []string {
+// After each batch, consume reads that batch from the subscribers that
+// do read, so that they never hold more than one batch (100 events) in their
+// 200-slot queues however slowly this process is scheduled: only the slow
+// one can overflow. It stops at once so that the slow subscriber's writer
+// is not left blocked on a full socket for long.
+func fillUntilDropped(t *testing.T, s *Server, key string, consume func(batch []string)) []string {
 	t.Helper()
 	pad := strings.Repeat("x", 30000)
 	const maxBatches, per = 40, 100
@@ -533,9 +537,12 @@ func fillUntilDropped(t *testing.T, s *Server, key string) []string {
 		wantStatus(t, r, 201)
 		var out struct{ Results []struct{ ID string } }
 		_ = json.Unmarshal(r.Body, &out)
+		batch := make([]string, 0, per)
 		for _, res := range out.Results {
-			ids = append(ids, res.ID)
+			batch = append(batch, res.ID)
 		}
+		ids = append(ids, batch...)
+		consume(batch)
 		if scrapeMetric(t, s, "eventd_stream_drops_total") > 0 {
 			return ids
 		}
