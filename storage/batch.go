@@ -56,8 +56,7 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	}
 
 	if e.HasVisitor && !skip.visitor {
-		k = visitorPrefix(k[:0], ds, e.VisitorID)
-		k = append(appendTS(k, e.Timestamp), e.ID[:]...)
+		k = visitorKey(k[:0], ds, e.VisitorID, e.Timestamp, e.ID)
 		_ = b.b.Set(k, append(appendBotMark(k[len(k):], bot), e.Name...), nil)
 	}
 	b.scratch = k[:0]

@@ -115,6 +115,18 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
 	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip()}
+	if !o.ReadOnly {
+		// A read-only open (restore's check of a backup) reads no visitor
+		// index; the server's next open migrates it.
+		n, err := d.migrateVisitorIndex()
+		if err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)
+		}
+		if n > 0 && o.Logger != nil {
+			o.Logger.Info("visitor index moved to day partitions", "entries", n)
+		}
+	}
 	d.derived = newDerived(d, o.Logger, o.DerivedInterval)
 	n, err := d.derived.replayLog()
 	if err != nil {
@@ -264,15 +276,16 @@ func (d *DB) deleteWhere(lower, upper []byte, sync bool, drop func(key, value []
 	return n, d.commit(b, opts)
 }
 
-// indexPrefix is the index a dataset query walks: the visitor's, the
-// name's, or the time index of every event.
-func indexPrefix(ds uint32, name, visitor string, hasVisitor bool) []byte {
-	switch {
-	case hasVisitor:
-		return visitorPrefix(nil, ds, visitor)
-	case name != "":
-		return namePrefix(nil, ds, name)
-	default:
-		return appendDataset(nil, prefixTime, ds)
+// openIndex opens the index a dataset query walks over timestamps [from,
+// to]: the visitor's, the name's, or the time index of every event.
+func (d *DB) openIndex(ds uint32, name, visitor string, hasVisitor bool, from, to int64) (indexIter, error) {
+	if hasVisitor {
+		return newVisitorIter(d.db, ds, visitor, from, to)
 	}
+	prefix := appendDataset(nil, prefixTime, ds)
+	if name != "" {
+		prefix = namePrefix(nil, ds, name)
+	}
+	lower, upper := rangeBounds(prefix, from, to)
+	return d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 }

@@ -8,8 +8,9 @@
 //	E ds id                 -> event record (record order: ids grow with time of recording)
 //	T ds ts id              -> ""        time index, for unfiltered lists
 //	N ds len name ts id     -> visitor   per-name index; the visitor id ("" if none) lets funnels skip records
-//	V ds len2 visitor ts id -> name      per-visitor index; the value lets a name filter skip records
-//	                                     (a bot event's T, N and V values start with 0xff: bots.go)
+//	W ds day len2 visitor ts id -> name  per-visitor index, partitioned by the UTC day of ts
+//	                                     (visitors.go); the value lets a name filter skip records
+//	                                     (a bot event's T, N and W values start with 0xff: bots.go)
 //	C ds len name lvl start -> int64     event counts per minute/hour/day bucket (merge operator adds;
 //	                                     written by derived checkpoints, read plus the in-memory overlay)
 //	U ds len name lvl start -> rollup   numeric property sums and a HyperLogLog sketch of visitor ids

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -9,7 +10,7 @@ import (
 // eraseChunk is how many events one erase batch deletes.
 const eraseChunk = 1000
 
-// visitorEntry is one V index entry.
+// visitorEntry is one visitor index entry.
 type visitorEntry struct {
 	ts   int64
 	id   ID
@@ -31,11 +32,10 @@ type visitorEntry struct {
 // scan can have its property values summed twice (sketches cannot count a
 // visitor twice). That matters only for erasures touching the current day.
 func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) (int, error) {
-	prefix := visitorPrefix(nil, ds, visitor)
 	erased := map[ID]bool{}
 	days := map[int64]map[string]bool{} // day start -> names whose rollups need rebuilding
 	for {
-		chunk, err := d.visitorChunk(prefix)
+		chunk, err := d.visitorChunk(ds, visitor)
 		if err != nil {
 			return len(erased), err
 		}
@@ -47,7 +47,7 @@ func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) 
 			_ = b.b.Delete(eventKey(nil, ds, en.id), nil)
 			_ = b.b.Delete(timeKey(nil, ds, en.ts, en.id), nil)
 			_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, en.name), en.ts), en.id[:]...), nil)
-			_ = b.b.Delete(append(appendTS(append([]byte(nil), prefix...), en.ts), en.id[:]...), nil)
+			_ = b.b.Delete(visitorKey(nil, ds, visitor, en.ts, en.id), nil)
 			b.addCount(ds, en.name, en.bot, en.ts, -1)
 			day := floorTo(en.ts, dayMs)
 			if days[day] == nil {
@@ -82,9 +82,9 @@ func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) 
 	return len(erased), nil
 }
 
-// visitorChunk reads the first entries left under a visitor's prefix.
-func (d *DB) visitorChunk(prefix []byte) ([]visitorEntry, error) {
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+// visitorChunk reads the first entries left in a visitor's index.
+func (d *DB) visitorChunk(ds uint32, visitor string) ([]visitorEntry, error) {
+	it, err := newVisitorIter(d.db, ds, visitor, 0, math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import "github.com/cockroachdb/pebble/v2"
 // cmd/eventd-keycost can measure what each index key and each Pebble setting
 // costs per event with eventd's own write path. serve never sets it.
 type Experiment struct {
-	// SkipTime, SkipName and SkipVisitor leave the T, N and V index keys out
+	// SkipTime, SkipName and SkipVisitor leave the T, N and W (visitor) index keys out
 	// of AddEvent. A store written so answers lists, counts, funnels and
 	// erasure wrongly: use them only on a throwaway directory.
 	SkipTime, SkipName, SkipVisitor bool

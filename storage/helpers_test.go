@@ -95,7 +95,8 @@ func countKeys(t testing.TB, db *DB, lo, hi []byte) int {
 	return n
 }
 
-// indexKey is prefix ts id, the layout of the T, N and V index keys.
+// indexKey is prefix ts id, the layout of the T and N index keys (and of a
+// visitor index key after its day prefix).
 func indexKey(prefix []byte, ts int64, id ID) []byte {
 	return append(appendTS(append([]byte(nil), prefix...), ts), id[:]...)
 }

@@ -10,7 +10,6 @@ const (
 	prefixEvent    = 'E'
 	prefixTime     = 'T'
 	prefixName     = 'N'
-	prefixVisitor  = 'V'
 	prefixCounter  = 'C'
 	prefixIdem     = 'I'
 	prefixWindows  = 'R'
@@ -26,7 +25,7 @@ const (
 
 // datasetPrefixes are the prefixes whose keys start with a dataset number:
 // deleting a dataset deletes under each of them.
-var datasetPrefixes = []byte{prefixEvent, prefixTime, prefixName, prefixVisitor, prefixCounter, prefixRollup, prefixGoal, prefixProfile, prefixLink, prefixCursor}
+var datasetPrefixes = []byte{prefixEvent, prefixTime, prefixName, prefixVisitor, prefixVisitorV1, prefixCounter, prefixRollup, prefixGoal, prefixProfile, prefixLink, prefixCursor}
 
 // ID is the binary form of an event id: 48 bits of Unix milliseconds then 80
 // bits that keep ids unique and increasing.
@@ -78,14 +77,6 @@ func namePrefix(dst []byte, ds uint32, name string) []byte {
 	dst = appendDataset(dst, prefixName, ds)
 	dst = append(dst, byte(len(name)))
 	return append(dst, name...)
-}
-
-// visitorPrefix is V ds len2 visitor: every index entry of one visitor. The
-// length comes first so that one visitor id is never a prefix of another's keys.
-func visitorPrefix(dst []byte, ds uint32, visitor string) []byte {
-	dst = appendDataset(dst, prefixVisitor, ds)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(visitor)))
-	return append(dst, visitor...)
 }
 
 // counterPrefix is C ds len name level; name "" counts every event.

@@ -76,8 +76,8 @@ func TestTimeKeyOrderRandom(t *testing.T) {
 		// The per-name and per-visitor index keys order the same way.
 		nk1 := append(appendTS(namePrefix(nil, 3, "n"), ts1), id1[:]...)
 		nk2 := append(appendTS(namePrefix(nil, 3, "n"), ts2), id2[:]...)
-		vk1 := append(appendTS(visitorPrefix(nil, 3, "v"), ts1), id1[:]...)
-		vk2 := append(appendTS(visitorPrefix(nil, 3, "v"), ts2), id2[:]...)
+		vk1 := visitorKey(nil, 3, "v", ts1, id1)
+		vk2 := visitorKey(nil, 3, "v", ts2, id2)
 		if bytes.Compare(nk1, nk2) != want || bytes.Compare(vk1, vk2) != want {
 			t.Fatalf("index keys of (%d,%x) vs (%d,%x) do not order as %d", ts1, id1, ts2, id2, want)
 		}
@@ -90,7 +90,7 @@ func TestPrefixesNeverNest(t *testing.T) {
 	type prefixFn func(ds uint32, s string) []byte
 	fns := map[string]prefixFn{
 		"name":    func(ds uint32, s string) []byte { return namePrefix(nil, ds, s) },
-		"visitor": func(ds uint32, s string) []byte { return visitorPrefix(nil, ds, s) },
+		"visitor": func(ds uint32, s string) []byte { return visitorDayPrefix(nil, ds, 20000, s) },
 		"counter": func(ds uint32, s string) []byte { return counterPrefix(nil, ds, s, LevelMinute) },
 		"config":  func(_ uint32, s string) []byte { return configKey(s, "") },
 	}
@@ -153,8 +153,9 @@ func TestPrefixesNeverNestRandom(t *testing.T) {
 		if bytes.HasPrefix(ka, namePrefix(nil, 1, b)) {
 			t.Fatalf("name %q key %x has prefix of name %q", a, ka, b)
 		}
-		kv := indexKey(visitorPrefix(nil, 1, a), r.Int64N(1<<45), testID(r.Uint64()))
-		if bytes.HasPrefix(kv, visitorPrefix(nil, 1, b)) {
+		ts := r.Int64N(1 << 45)
+		kv := visitorKey(nil, 1, a, ts, testID(r.Uint64()))
+		if bytes.HasPrefix(kv, visitorDayPrefix(nil, 1, visitorDay(ts), b)) {
 			t.Fatalf("visitor %q key %x has prefix of visitor %q", a, kv, b)
 		}
 		kc := appendTS(counterPrefix(nil, 1, a, LevelHour), r.Int64N(1<<45))
@@ -298,7 +299,7 @@ func TestTSIDSuffix(t *testing.T) {
 	}{
 		{"time key", timeKey(nil, 1, ts, id), true, ts, id},
 		{"name key", append(appendTS(namePrefix(nil, 1, "purchase"), ts), id[:]...), true, ts, id},
-		{"visitor key", append(appendTS(visitorPrefix(nil, 1, "visitor-ü"), ts), id[:]...), true, ts, id},
+		{"visitor key", visitorKey(nil, 1, "visitor-ü", ts, id), true, ts, id},
 		{"exactly 24 bytes", indexKey(nil, 42, maxID()), true, 42, maxID()},
 		{"max ts", timeKey(nil, 0, math.MaxInt64, ID{}), true, math.MaxInt64, ID{}},
 		{"23 bytes", make([]byte, 23), false, 0, ID{}},

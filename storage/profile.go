@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"slices"
 	"strings"
 
@@ -354,10 +355,9 @@ func (pr profileReader) component(id string) (ids []string, truncated bool, err 
 	return ids, false, nil
 }
 
-// visitorSpan is the time of the oldest and newest V entry of a visitor.
+// visitorSpan is the time of the oldest and newest visitor index entry of a visitor.
 func (pr profileReader) visitorSpan(id string) (first, last int64, ok bool, err error) {
-	p := visitorPrefix(nil, pr.ds, id)
-	it, err := pr.r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	it, err := newVisitorIter(pr.r, pr.ds, id, 0, math.MaxInt64)
 	if err != nil {
 		return 0, 0, false, err
 	}

@@ -39,9 +39,7 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 	if q.Match != nil {
 		return d.listMatching(q)
 	}
-	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
-	lower, upper := rangeBounds(prefix, q.From, q.To)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := d.openIndex(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, q.From, q.To)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -156,7 +154,7 @@ func (v *view) seriesCount(ds uint32, series string, bs bucketSpan) (int64, erro
 	return total + v.count(ds, series, bs.Level, bs.Start, bs.End), nil
 }
 
-// sameName reports whether a V index value names the event name.
+// sameName reports whether a visitor index value names the event name.
 func sameName(v []byte, name string) bool {
 	n, _ := splitBot(v)
 	return string(n) == name
@@ -236,9 +234,7 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 			return nil, 0, err
 		}
 	}
-	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
-	lower, upper := rangeBounds(prefix, q.From, q.To)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := d.openIndex(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, q.From, q.To)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -42,7 +42,7 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 				_ = b.Delete(eventKey(nil, ds, id), nil)
 				_ = b.Delete(append(appendTS(namePrefix(nil, ds, e.Name), ts), id[:]...), nil)
 				if e.HasVisitor {
-					_ = b.Delete(append(appendTS(visitorPrefix(nil, ds, e.VisitorID), ts), id[:]...), nil)
+					_ = b.Delete(visitorKey(nil, ds, e.VisitorID, ts, id), nil)
 				}
 			}
 			_ = b.Delete(it.Key(), nil)

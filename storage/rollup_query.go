@@ -311,7 +311,7 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 	}
 	defer rr.Close()
 	scanned := 0
-	err = d.scanIndex(visitorPrefix(nil, q.Dataset, q.VisitorID), from, to, func(ts int64, id ID, value []byte) error {
+	err = d.scanQuery(q.Dataset, "", q.VisitorID, true, from, to, func(ts int64, id ID, value []byte) error {
 		name, bot := splitBot(value)
 		if q.Name != "" && string(name) != q.Name {
 			return nil
@@ -368,8 +368,7 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 	defer rr.Close()
 	sums := make([]sumValue, len(out))
 	scanned := 0
-	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
-	err = d.scanIndex(prefix, from, to, func(ts int64, id ID, value []byte) error {
+	err = d.scanQuery(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, from, to, func(ts int64, id ID, value []byte) error {
 		if q.HasVisitor && q.Name != "" && !sameName(value, q.Name) {
 			return nil
 		}
@@ -411,6 +410,20 @@ func (d *DB) scanIndex(prefix []byte, from, to int64, fn func(ts int64, id ID, v
 	if err != nil {
 		return err
 	}
+	return eachEntry(it, fn)
+}
+
+// scanQuery is scanIndex over the index openIndex picks for a query.
+func (d *DB) scanQuery(ds uint32, name, visitor string, hasVisitor bool, from, to int64, fn func(ts int64, id ID, value []byte) error) error {
+	it, err := d.openIndex(ds, name, visitor, hasVisitor, from, to)
+	if err != nil {
+		return err
+	}
+	return eachEntry(it, fn)
+}
+
+// eachEntry calls fn with each entry of it, oldest first, and closes it.
+func eachEntry(it indexIter, fn func(ts int64, id ID, value []byte) error) error {
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
 		ts, id, ok := tsIDSuffix(it.Key())
@@ -490,7 +503,6 @@ type GroupQuery struct {
 // of the range is read first from the counters, so a query over the limit
 // fails before reading anything.
 func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, err error) {
-	prefix := indexPrefix(q.Dataset, q.Name, q.VisitorID, q.HasVisitor)
 	if !q.HasVisitor {
 		if err := d.checkScan(q.Dataset, q.Name, q.From, q.To, q.MaxScan); err != nil {
 			return nil, total, err
@@ -516,7 +528,7 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 	}
 	defer rr.Close()
 	scanned := 0
-	err = d.scanIndex(prefix, q.From, q.To, func(_ int64, id ID, value []byte) error {
+	err = d.scanQuery(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, q.From, q.To, func(_ int64, id ID, value []byte) error {
 		if q.HasVisitor && q.Name != "" && !sameName(value, q.Name) {
 			return nil
 		}
@@ -650,7 +662,7 @@ type Occurrence struct {
 func (d *DB) StepOccurrences(ds uint32, name string, visitor string, hasVisitor bool, from, to int64, maxScan int, fn func(Occurrence)) (int, error) {
 	scanned := 0
 	if hasVisitor {
-		err := d.scanIndex(visitorPrefix(nil, ds, visitor), from, to, func(ts int64, id ID, value []byte) error {
+		err := d.scanQuery(ds, "", visitor, true, from, to, func(ts int64, id ID, value []byte) error {
 			n, bot := splitBot(value)
 			if string(n) != name {
 				return nil
@@ -687,7 +699,7 @@ type VisitorEvent struct {
 // the visitor index alone; at most limit (0: no bound), else ErrScanLimit.
 func (d *DB) VisitorEvents(ds uint32, visitor string, from, to int64, limit int) ([]VisitorEvent, error) {
 	var out []VisitorEvent
-	err := d.scanIndex(visitorPrefix(nil, ds, visitor), max(from, 0), to, func(ts int64, id ID, value []byte) error {
+	err := d.scanQuery(ds, "", visitor, true, max(from, 0), to, func(ts int64, id ID, value []byte) error {
 		if limit > 0 && len(out) >= limit {
 			return ErrScanLimit
 		}

@@ -1,0 +1,198 @@
+package storage
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// visitorEntries writes visitor index entries of dataset 1 straight into
+// Pebble: for each visitor, events at the given timestamps.
+func visitorEntries(t *testing.T, db *DB, entries map[string][]int64) {
+	t.Helper()
+	b := db.Pebble().NewBatch()
+	defer b.Close()
+	n := uint64(0)
+	for vis, tss := range entries {
+		for _, ts := range tss {
+			n++
+			if err := b.Set(visitorKey(nil, 1, vis, ts, testID(n)), []byte("e"), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// walk reads every timestamp a visitorIter yields, forwards or backwards.
+func walk(t *testing.T, db *DB, vis string, from, to int64, backwards bool) []int64 {
+	t.Helper()
+	it, err := newVisitorIter(db.Pebble(), 1, vis, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out []int64
+	step, ok := it.Next, it.First()
+	if backwards {
+		step, ok = it.Prev, it.Last()
+	}
+	for ; ok; ok = step() {
+		if !it.Valid() {
+			t.Fatal("a positioning returned true on an invalid iterator")
+		}
+		ts, _, _ := tsIDSuffix(it.Key())
+		out = append(out, ts)
+	}
+	if it.Valid() {
+		t.Fatal("iterator still valid after a positioning returned false")
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestVisitorIter checks that a visitor's entries come back in timestamp
+// order across day partitions, exactly those in [from, to], in both
+// directions: with days where only other visitors (one whose id extends
+// this one's, and ids sorting before and after it) have entries, empty
+// days, and entries on the first and last millisecond of a day.
+func TestVisitorIter(t *testing.T) {
+	const day = dayMs
+	d0 := int64(20_000) * day
+	entries := map[string][]int64{
+		"v": {d0, d0 + 5, d0 + day - 1, // one day, both edges
+			d0 + 2*day + 7, // day 1 has others only
+			d0 + 5*day, d0 + 5*day + 1, d0 + 6*day - 1,
+			d0 + 30*day + 3},
+		"va":  {d0 + 1, d0 + day + 1, d0 + 3*day, d0 + 31*day},
+		"a":   {d0 + 2, d0 + day, d0 + 4*day, d0 + 32*day},
+		"w":   {d0 + 3, d0 + day + 2, d0 + 5*day + 2, d0 + 40*day},
+		"":    {d0 + 4, d0 + 7*day},
+		"old": {0, 1},
+	}
+	db := openTestDB(t, "")
+	visitorEntries(t, db.DB, entries)
+
+	cases := []struct {
+		name     string
+		from, to int64
+	}{
+		{"everything", 0, math.MaxInt64},
+		{"one day", d0, d0 + day - 1},
+		{"inside one day", d0 + 1, d0 + 5},
+		{"edges of days", d0 + day - 1, d0 + 5*day},
+		{"only days of others", d0 + day, d0 + 2*day - 1},
+		{"nothing after", d0 + 50*day, math.MaxInt64},
+		{"nothing before", 0, d0 - 1},
+		{"from after to", d0 + 10, d0},
+		{"one millisecond", d0 + 5, d0 + 5},
+		{"from zero", 0, 1},
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 200 {
+		a, b := d0-day+r.Int64N(45*day), d0-day+r.Int64N(45*day)
+		cases = append(cases, struct {
+			name     string
+			from, to int64
+		}{fmt.Sprintf("random %d", i), min(a, b), max(a, b)})
+	}
+	for vis, all := range entries {
+		slices.Sort(all)
+		for _, c := range cases {
+			var want []int64
+			for _, ts := range all {
+				if ts >= c.from && ts <= c.to {
+					want = append(want, ts)
+				}
+			}
+			if got := walk(t, db.DB, vis, c.from, c.to, false); !slices.Equal(got, want) {
+				t.Errorf("%q %s forwards: %v, want %v", vis, c.name, got, want)
+			}
+			slices.Reverse(want)
+			if got := walk(t, db.DB, vis, c.from, c.to, true); !slices.Equal(got, want) {
+				t.Errorf("%q %s backwards: %v, want %v", vis, c.name, got, want)
+			}
+		}
+	}
+}
+
+// TestMigrateVisitorIndex turns a store's visitor index back into the
+// layout before the day partitions, reopens it, and checks that Open moved
+// every entry and that visitor lists answer as before.
+func TestMigrateVisitorIndex(t *testing.T) {
+	db := openTestDB(t, "")
+	var evs []*Event
+	for i := range 30 {
+		evs = append(evs, &Event{ID: testID(uint64(i + 1)), Name: []string{"a", "b"}[i%2],
+			VisitorID: []string{"v1", "v2", "v3"}[i%3], HasVisitor: true,
+			Timestamp: int64(20_000)*dayMs + int64(i)*dayMs/3, CreatedAt: 1})
+	}
+	commitEvents(t, db.DB, 1, evs...)
+	list := func(db *DB) map[string][]Event {
+		out := map[string][]Event{}
+		for _, v := range []string{"v1", "v2", "v3"} {
+			got, total, err := db.List(ListQuery{Dataset: 1, VisitorID: v, HasVisitor: true, To: math.MaxInt64, Limit: 100})
+			if err != nil || total != 10 {
+				t.Fatalf("List(%s): total %d, %v", v, total, err)
+			}
+			out[v] = got
+		}
+		return out
+	}
+	before := list(db.DB)
+
+	// Rewrite every W entry as the V entry an older release wrote.
+	lo, hi := []byte{prefixVisitor}, []byte{prefixVisitor + 1}
+	it, err := db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.Pebble().NewBatch()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		old := append([]byte{prefixVisitorV1}, k[1:datasetPrefLen]...)
+		old = append(old, k[datasetPrefLen+4:]...) // drop the day
+		_ = b.Set(old, it.Value(), nil)
+		_ = b.Delete(k, nil)
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if n := countKeys(t, db.DB, lo, hi); n != 0 {
+		t.Fatalf("%d W keys left after the rewrite", n)
+	}
+	if n := countKeys(t, db.DB, []byte{prefixVisitorV1}, []byte{prefixVisitorV1 + 1}); n != len(evs) {
+		t.Fatalf("%d V keys, want %d", n, len(evs))
+	}
+
+	db = db.reopen(t)
+	if n := countKeys(t, db.DB, []byte{prefixVisitorV1}, []byte{prefixVisitorV1 + 1}); n != 0 {
+		t.Errorf("%d V keys left after Open", n)
+	}
+	if n := countKeys(t, db.DB, lo, hi); n != len(evs) {
+		t.Errorf("%d W keys after Open, want %d", n, len(evs))
+	}
+	after := list(db.DB)
+	for v, want := range before {
+		got := after[v]
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d events after, %d before", v, len(got), len(want))
+		}
+		for i := range want {
+			if !sameEvent(&got[i], &want[i]) {
+				t.Errorf("%s event %d: %+v, want %+v", v, i, got[i], want[i])
+			}
+		}
+	}
+}
