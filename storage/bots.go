@@ -11,8 +11,8 @@ import "bytes"
 //     name and "" that the default query reads. Counts and sums of the two
 //     series add, sketches unite; nothing is ever subtracted (a HyperLogLog
 //     sketch cannot forget). Lists (GET /events totals) read both series.
-//   - Index values: the T, N and V values of a bot event start with botMark
-//     (T: the mark alone; N: mark+visitor; V: mark+name), so the partial
+//   - Index values: the T, N and W values of a bot event start with botMark
+//     (T: the mark alone; N: mark+visitor; W: mark+name), so the partial
 //     minutes at a range's ends, visitor filters, funnels, retention and
 //     paths can tell bots apart without reading records.
 //

@@ -62,6 +62,9 @@ type DB struct {
 	derived  *derived
 	skip     skipKeys // index keys AddEvent leaves out (Experiment only)
 	links    linkCache
+	// legacyVisitors: opened read-only before the visitor index moved to
+	// day partitions, so readers use the old layout (visitors.go).
+	legacyVisitors bool
 }
 
 // ErrNotFound is returned by lookups of missing records.
@@ -115,17 +118,9 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
 	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip()}
-	if !o.ReadOnly {
-		// A read-only open (restore's check of a backup) reads no visitor
-		// index; the server's next open migrates it.
-		n, err := d.migrateVisitorIndex()
-		if err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)
-		}
-		if n > 0 && o.Logger != nil {
-			o.Logger.Info("visitor index moved to day partitions", "entries", n)
-		}
+	if err := d.openVisitorIndex(o); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)
 	}
 	d.derived = newDerived(d, o.Logger, o.DerivedInterval)
 	n, err := d.derived.replayLog()
@@ -280,7 +275,7 @@ func (d *DB) deleteWhere(lower, upper []byte, sync bool, drop func(key, value []
 // to]: the visitor's, the name's, or the time index of every event.
 func (d *DB) openIndex(ds uint32, name, visitor string, hasVisitor bool, from, to int64) (indexIter, error) {
 	if hasVisitor {
-		return newVisitorIter(d.db, ds, visitor, from, to)
+		return openVisitor(d.db, d.legacyVisitors, ds, visitor, from, to)
 	}
 	prefix := appendDataset(nil, prefixTime, ds)
 	if name != "" {

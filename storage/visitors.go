@@ -81,13 +81,31 @@ type visitorIter struct {
 	prefix      []byte // visitorDayPrefix of day
 	seek        []byte
 	valid       bool
+	err         error // a key that is no visitor index key
 }
 
-// newVisitorIter opens a visitorIter on r (the store or a snapshot).
+// openVisitor opens a visitor's index over [from, to] on r (the store or a
+// snapshot of it). A store opened read-only before its migration (serve
+// starts read-only when the disk is full) still has the index without days:
+// one contiguous range per visitor.
+func openVisitor(r pebble.Reader, legacy bool, ds uint32, visitor string, from, to int64) (indexIter, error) {
+	if !legacy {
+		return newVisitorIter(r, ds, visitor, from, to)
+	}
+	p := appendDataset(nil, prefixVisitorV1, ds)
+	p = binary.BigEndian.AppendUint16(p, uint16(len(visitor)))
+	lower, upper := rangeBounds(append(p, visitor...), from, to)
+	return r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+}
+
+// newVisitorIter opens a visitorIter on r (the store or a snapshot). A
+// negative from counts as 0 and a negative to as an empty range, as
+// rangeBounds has them for the other indexes.
 func newVisitorIter(r pebble.Reader, ds uint32, visitor string, from, to int64) (*visitorIter, error) {
+	from = max(from, 0)
 	v := &visitorIter{ds: ds, visitor: visitor, from: uint64(from), to: uint64(to),
 		first: visitorDay(from), last: visitorDay(to)}
-	if v.from > v.to {
+	if to < from {
 		v.first, v.last = 1, 0 // empty: every positioning fails
 	}
 	it, err := r.NewIter(&pebble.IterOptions{
@@ -106,12 +124,15 @@ func (v *visitorIter) setDay(day uint32) {
 	v.prefix = visitorDayPrefix(v.prefix[:0], v.ds, day, v.visitor)
 }
 
-// keyDay reads the day of a key within the iterator's bounds.
-func keyDay(k []byte) uint32 {
-	if len(k) < datasetPrefLen+4 {
-		return math.MaxUint32 // not a visitor key: treated as past every day
+// keyDay reads the day of the key the iterator is on; a key too short to be
+// a visitor index key stops the iteration with errCorrupt.
+func (v *visitorIter) keyDay() (uint32, bool) {
+	k := v.it.Key()
+	if len(k) < datasetPrefLen+4+2+24 {
+		v.err = errCorrupt
+		return 0, false
 	}
-	return binary.BigEndian.Uint32(k[datasetPrefLen:])
+	return binary.BigEndian.Uint32(k[datasetPrefLen:]), true
 }
 
 // First moves to the oldest entry.
@@ -174,15 +195,15 @@ func (v *visitorIter) forward() bool {
 		if !v.it.SeekGE(seek) {
 			return v.invalid()
 		}
-		k := v.it.Key()
-		if d := keyDay(k); d != v.day {
-			if d > v.last {
-				return v.invalid()
-			}
+		d, ok := v.keyDay()
+		if !ok || d < v.day {
+			return v.invalid()
+		}
+		if d > v.day {
 			v.setDay(d) // a later day holds entries: look for the visitor's there
 			continue
 		}
-		if bytes.HasPrefix(k, v.prefix) {
+		if bytes.HasPrefix(v.it.Key(), v.prefix) {
 			return v.settle(true)
 		}
 		if v.day == v.last {
@@ -204,12 +225,15 @@ func (v *visitorIter) backward() bool {
 		if !v.it.SeekLT(seek) {
 			return v.invalid()
 		}
-		k := v.it.Key()
-		if d := keyDay(k); d != v.day {
+		d, ok := v.keyDay()
+		if !ok || d > v.day {
+			return v.invalid()
+		}
+		if d < v.day {
 			v.setDay(d) // an earlier day holds entries
 			continue
 		}
-		if bytes.HasPrefix(k, v.prefix) {
+		if bytes.HasPrefix(v.it.Key(), v.prefix) {
 			return v.settle(false)
 		}
 		if v.day == v.first {
@@ -224,6 +248,7 @@ func (v *visitorIter) backward() bool {
 func (v *visitorIter) settle(forward bool) bool {
 	ts, _, ok := tsIDSuffix(v.it.Key())
 	if !ok {
+		v.err = errCorrupt
 		return v.invalid()
 	}
 	if forward {
@@ -249,16 +274,52 @@ func (v *visitorIter) Key() []byte { return v.it.Key() }
 func (v *visitorIter) Value() []byte { return v.it.Value() }
 
 // Error is the iterator's error, if any.
-func (v *visitorIter) Error() error { return v.it.Error() }
+func (v *visitorIter) Error() error {
+	if v.err != nil {
+		return v.err
+	}
+	return v.it.Error()
+}
 
 // Close releases the iterator.
 func (v *visitorIter) Close() error { return v.it.Close() }
 
+// openVisitorIndex migrates the visitor index at Open, logging its
+// progress; a read-only open cannot, so it reads the old layout if there is one.
+func (d *DB) openVisitorIndex(o Options) error {
+	if o.ReadOnly {
+		legacy, err := d.hasLegacyVisitors()
+		d.legacyVisitors = legacy
+		return err
+	}
+	var progress func(int)
+	if o.Logger != nil {
+		progress = func(n int) { o.Logger.Info("moving the visitor index to day partitions", "entries", n) }
+	}
+	n, err := d.migrateVisitorIndex(progress)
+	if n > 0 && err == nil && o.Logger != nil {
+		o.Logger.Info("visitor index moved to day partitions", "entries", n)
+	}
+	return err
+}
+
+// hasLegacyVisitors reports whether the store still holds V keys.
+func (d *DB) hasLegacyVisitors() (bool, error) {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixVisitorV1}, UpperBound: []byte{prefixVisitorV1 + 1}})
+	if err != nil {
+		return false, err
+	}
+	found := it.First()
+	return found, it.Close()
+}
+
 // migrateVisitorIndex rewrites the V keys of a store written before the day
 // partitions as W keys, a chunk per synced batch that sets the new keys and
 // deletes the old, so a crash in the middle leaves a store that the next
-// Open continues. It returns how many entries it moved.
-func (d *DB) migrateVisitorIndex() (int, error) {
+// Open continues; at the end one range deletion covers the point deletions,
+// so that later iterators do not step over them. It returns how many
+// entries it moved; progress, if not nil, hears of every 100,000.
+func (d *DB) migrateVisitorIndex(progress func(moved int)) (int, error) {
 	lo, hi := []byte{prefixVisitorV1}, []byte{prefixVisitorV1 + 1}
 	n := 0
 	for {
@@ -288,9 +349,18 @@ func (d *DB) migrateVisitorIndex() (int, error) {
 			err = d.db.Apply(b, pebble.Sync)
 		}
 		_ = b.Close()
-		if err != nil || count == 0 {
+		if err != nil {
 			return n, err
 		}
+		if count == 0 {
+			if n == 0 {
+				return 0, nil
+			}
+			return n, d.db.DeleteRange(lo, hi, pebble.Sync)
+		}
 		n += count
+		if progress != nil && n%100_000 < count {
+			progress(n)
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -95,6 +97,9 @@ func TestVisitorIter(t *testing.T) {
 		{"from after to", d0 + 10, d0},
 		{"one millisecond", d0 + 5, d0 + 5},
 		{"from zero", 0, 1},
+		{"negative from", -dayMs, d0},
+		{"negative to", 0, -1},
+		{"both negative", -2 * dayMs, -dayMs},
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 200 {
@@ -176,23 +181,72 @@ func TestMigrateVisitorIndex(t *testing.T) {
 		t.Fatalf("%d V keys, want %d", n, len(evs))
 	}
 
-	db = db.reopen(t)
+	// A read-only open (serve's when the disk is full) cannot migrate: it
+	// reads the old layout.
+	db.close(t)
+	ro, err := Open(db.dir, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readOnly := list(ro)
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db = openTestDB(t, db.dir)
 	if n := countKeys(t, db.DB, []byte{prefixVisitorV1}, []byte{prefixVisitorV1 + 1}); n != 0 {
 		t.Errorf("%d V keys left after Open", n)
 	}
 	if n := countKeys(t, db.DB, lo, hi); n != len(evs) {
 		t.Errorf("%d W keys after Open, want %d", n, len(evs))
 	}
-	after := list(db.DB)
-	for v, want := range before {
-		got := after[v]
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d events after, %d before", v, len(got), len(want))
-		}
-		for i := range want {
-			if !sameEvent(&got[i], &want[i]) {
-				t.Errorf("%s event %d: %+v, want %+v", v, i, got[i], want[i])
+	for name, after := range map[string]map[string][]Event{"read-only": readOnly, "migrated": list(db.DB)} {
+		for v, want := range before {
+			got := after[v]
+			if len(got) != len(want) {
+				t.Fatalf("%s, %s: %d events, %d before", name, v, len(got), len(want))
+			}
+			for i := range want {
+				if !sameEvent(&got[i], &want[i]) {
+					t.Errorf("%s, %s event %d: %+v, want %+v", name, v, i, got[i], want[i])
+				}
 			}
 		}
+	}
+}
+
+// TestVisitorIterCorruptKey: a key under the visitor index too short to be
+// an entry ends the iteration with an error in either direction instead of
+// being read as a day.
+func TestVisitorIterCorruptKey(t *testing.T) {
+	db := openTestDB(t, "")
+	d0 := int64(20_000) * dayMs
+	visitorEntries(t, db.DB, map[string][]int64{"v": {d0, d0 + dayMs, d0 + 3*dayMs}})
+	// W ds day alone sorts before the day's entries (backwards reads meet
+	// it), W ds day 0xff after them (forwards reads do).
+	day := binary.BigEndian.AppendUint32(appendDataset(nil, prefixVisitor, 1), 20_002)
+	for _, short := range [][]byte{day, append(day[:len(day):len(day)], 0xff)} {
+		if err := db.Pebble().Set(short, nil, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, backwards := range []bool{false, true} {
+		it, err := newVisitorIter(db.Pebble(), 1, "v", 0, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		step, ok := it.Next, it.First()
+		if backwards {
+			step, ok = it.Prev, it.Last()
+		}
+		for n := 0; ok; ok = step() {
+			if n++; n > 10 {
+				t.Fatal("more entries than were written")
+			}
+		}
+		if !errors.Is(it.Error(), errCorrupt) {
+			t.Errorf("backwards %v: Error() = %v, want errCorrupt", backwards, it.Error())
+		}
+		_ = it.Close()
 	}
 }
