@@ -141,27 +141,4 @@ func appendEnvelope(dst []byte, msg, kind string, ms int64) []byte {
 	return append(dst, `","data":`...)
 }
 
-// appendEventJSON renders an event as GET /events/{id} does.
-func appendEventJSON(dst []byte, e *storage.Event) []byte {
-	dst = append(dst, `{"id":"`...)
-	dst = ids.AppendEvent(dst, e.ID)
-	dst = append(dst, `","event":`...)
-	dst = event.AppendString(dst, e.Name)
-	if e.HasVisitor {
-		dst = append(dst, `,"visitor_id":`...)
-		dst = event.AppendString(dst, e.VisitorID)
-	}
-	dst = append(dst, `,"properties":`...)
-	if len(e.Properties) == 0 {
-		dst = append(dst, `{}`...)
-	} else {
-		dst = append(dst, e.Properties...)
-	}
-	dst = append(dst, `,"timestamp":"`...)
-	dst = event.AppendTime(dst, e.Timestamp)
-	dst = append(dst, `","created_at":"`...)
-	dst = event.AppendTime(dst, e.CreatedAt)
-	return append(dst, `"}`...)
-}
-
 func msText(ms int64) string { return string(event.AppendTime(nil, ms)) }

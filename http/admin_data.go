@@ -87,7 +87,7 @@ func (s *Server) adminExport(ctx *fasthttp.RequestCtx) {
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		line := make([]byte, 0, 512)
 		err := s.eng.Export(projectID, env, from, to, func(e *storage.Event) bool {
-			line = appendEvent(line[:0], e, true)
+			line = event.AppendStored(line[:0], e, true)
 			line = append(line, '\n')
 			_, err := w.Write(line)
 			return err == nil

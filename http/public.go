@@ -2,9 +2,10 @@ package http
 
 import (
 	"bytes"
-	"github.com/fasthttp/router"
 	"strconv"
 	"time"
+
+	"github.com/fasthttp/router"
 
 	"github.com/valyala/fasthttp"
 
@@ -480,32 +481,7 @@ func (s *Server) handleGet(ctx *fasthttp.RequestCtx) {
 		s.writeEngineError(ctx, err)
 		return
 	}
-	writeRaw(ctx, fasthttp.StatusOK, appendEvent(make([]byte, 0, 256+len(ev.Properties)), &ev, true))
-}
-
-// appendEvent renders a stored event; full adds properties and created_at.
-func appendEvent(dst []byte, e *storage.Event, full bool) []byte {
-	dst = append(dst, `{"id":"`...)
-	dst = ids.AppendEvent(dst, e.ID)
-	dst = append(dst, `","event":`...)
-	dst = event.AppendString(dst, e.Name)
-	if e.HasVisitor {
-		dst = append(dst, `,"visitor_id":`...)
-		dst = event.AppendString(dst, e.VisitorID)
-	} else if !full {
-		dst = append(dst, `,"visitor_id":null`...)
-	}
-	if full {
-		dst = append(dst, `,"properties":`...)
-		dst = append(dst, e.Properties...)
-	}
-	dst = append(dst, `,"timestamp":"`...)
-	dst = event.AppendTime(dst, e.Timestamp)
-	if full {
-		dst = append(dst, `","created_at":"`...)
-		dst = event.AppendTime(dst, e.CreatedAt)
-	}
-	return append(dst, `"}`...)
+	writeRaw(ctx, fasthttp.StatusOK, event.AppendStored(make([]byte, 0, 256+len(ev.Properties)), &ev, true))
 }
 
 func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
@@ -535,7 +511,7 @@ func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = appendEvent(buf, &events[i], false)
+		buf = event.AppendStored(buf, &events[i], false)
 	}
 	buf = append(buf, `],"pagination":{"total":`...)
 	buf = strconv.AppendInt(buf, total, 10)

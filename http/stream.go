@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/engine/ratelimit"
@@ -488,6 +489,6 @@ const maxFramesPerWrite = 256
 // for all subscribers (actors.Run.Payloads), the replay per subscriber.
 func appendStreamPayload(dst []byte, e *storage.Event) []byte {
 	dst = append(dst, `{"type":"event","data":`...)
-	dst = appendEvent(dst, e, true)
+	dst = event.AppendStored(dst, e, true)
 	return append(dst, '}')
 }

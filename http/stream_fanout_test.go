@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/eventd/eventd/actors"
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/storage"
 )
@@ -15,7 +16,7 @@ import (
 // itself before payloads were shared: the reference the shared one must match.
 func perSubscriberPayload(e *storage.Event) []byte {
 	buf := append([]byte(nil), `{"type":"event","data":`...)
-	buf = appendEvent(buf, e, true)
+	buf = event.AppendStored(buf, e, true)
 	return append(buf, '}')
 }
 
