@@ -81,7 +81,7 @@ func compressionOff(levels int) func(*pebble.Options) {
 }
 
 var variants = map[string]variant{
-	"all":        {about: "today's store: E record, T, N and V index keys, one L entry per commit"},
+	"all":        {about: "today's store: E record, T, N and W (visitor) index keys, one L entry per commit"},
 	"noV":        {about: "without the visitor index (V)", exp: storage.Experiment{SkipVisitor: true}},
 	"noN":        {about: "without the name index (N)", exp: storage.Experiment{SkipName: true}},
 	"noT":        {about: "without the time index (T)", exp: storage.Experiment{SkipTime: true}},
@@ -98,8 +98,11 @@ var variants = map[string]variant{
 		return string(b[:])
 	}, hashedKey: true},
 	"idemBench": {about: "today's store, each event with the bench's idempotency key (node-next-1764000000000-<n>)", idem: func(k uint64, _ int64) string { return "node-next-1764000000000-" + strconv.FormatUint(k, 10) }},
-	"nocomp2":   {about: "no compression at L0-L1 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(2)}},
-	"nocomp3":   {about: "no compression at L0-L2 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(3)}},
+	"rowblk": {about: "row-oriented sstable blocks (TableFormatPebblev4) instead of Pebble's default columnar ones", exp: storage.Experiment{Pebble: func(o *pebble.Options) {
+		o.Experimental.EnableColumnarBlocks = func() bool { return false }
+	}}},
+	"nocomp2": {about: "no compression at L0-L1 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(2)}},
+	"nocomp3": {about: "no compression at L0-L2 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(3)}},
 	// On a store of a few GiB the levels in use are L0, L5 and L6 (Pebble
 	// sizes levels from the bottom up), so the two above only touch
 	// flushes; this one leaves every level but the bottom uncompressed.
