@@ -101,6 +101,17 @@ var variants = map[string]variant{
 	"rowblk": {about: "row-oriented sstable blocks (TableFormatPebblev4) instead of Pebble's default columnar ones", exp: storage.Experiment{Pebble: func(o *pebble.Options) {
 		o.Experimental.EnableColumnarBlocks = func() bool { return false }
 	}}},
+	"blk16": {about: "16 KiB data blocks instead of 4 KiB", exp: storage.Experiment{Pebble: func(o *pebble.Options) {
+		for i := range o.Levels {
+			o.Levels[i].BlockSize = 16 << 10
+		}
+	}}},
+	"lbase256": {about: "LBaseMaxBytes 256 MiB instead of 64 MiB", exp: storage.Experiment{Pebble: func(o *pebble.Options) {
+		o.LBaseMaxBytes = 256 << 20
+	}}},
+	"tfs8": {about: "8 MiB target files at L0 (doubling below) instead of 2 MiB", exp: storage.Experiment{Pebble: func(o *pebble.Options) {
+		o.TargetFileSizes[0] = 8 << 20
+	}}},
 	"nocomp2": {about: "no compression at L0-L1 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(2)}},
 	"nocomp3": {about: "no compression at L0-L2 (Snappy below)", exp: storage.Experiment{Pebble: compressionOff(3)}},
 	// On a store of a few GiB the levels in use are L0, L5 and L6 (Pebble
