@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -534,16 +535,15 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (res *PathsResult, err e
 	if err != nil {
 		return nil, err
 	}
+	histories, err := e.db.VisitorsEvents(p.dataset, slices.Collect(maps.Keys(visitors)), q.From, q.To, MaxScanEvents-scanned)
+	if errors.Is(err, storage.ErrScanLimit) {
+		return nil, tooMany
+	}
+	if err != nil {
+		return nil, err
+	}
 	seqs := make([][]analytics.PathNode, 0, len(visitors))
-	for v := range visitors {
-		evs, err := e.db.VisitorEvents(p.dataset, v, q.From, q.To, MaxScanEvents-scanned)
-		if errors.Is(err, storage.ErrScanLimit) {
-			return nil, tooMany
-		}
-		if err != nil {
-			return nil, err
-		}
-		scanned += len(evs)
+	for _, evs := range histories {
 		seq := make([]analytics.PathNode, 0, len(evs))
 		for _, ev := range evs {
 			if !recs.matches(&q, ev.ID) {

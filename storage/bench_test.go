@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -134,5 +135,63 @@ func BenchmarkRecordReads(b *testing.B) {
 			_ = r.Close()
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*reads), "ns/record")
+	})
+}
+
+// BenchmarkPathsHistories reads 2,000 visitors' histories over 30 days of a
+// store holding 600,000 events of 50,000 visitors, as the paths analysis
+// does: one VisitorsEvents call against a VisitorEvents call per visitor
+// (which seeks every day of the range for each).
+func BenchmarkPathsHistories(b *testing.B) {
+	db := openTestDB(b, "")
+	d0 := int64(20_000) * dayMs
+	r := rand.New(rand.NewPCG(5, 6))
+	for day := range 30 {
+		evs := make([]*Event, 0, 20_000)
+		for i := range 20_000 {
+			evs = append(evs, &Event{ID: testID(uint64(day*20_000 + i + 1)), Name: "page_view",
+				VisitorID: fmt.Sprintf("v_%d", r.IntN(50_000)), HasVisitor: true,
+				Timestamp: d0 + int64(day)*dayMs + r.Int64N(dayMs), CreatedAt: 1})
+		}
+		commitEvents(b, db.DB, 1, evs...)
+	}
+	if err := db.Pebble().Flush(); err != nil {
+		b.Fatal(err)
+	}
+	visitors := make([]string, 2000)
+	for i := range visitors {
+		visitors[i] = fmt.Sprintf("v_%d", i*25)
+	}
+	from, to := d0, d0+30*dayMs-1
+	b.Run("together", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := db.VisitorsEvents(1, visitors, from, to, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("one by one", func(b *testing.B) {
+		for b.Loop() {
+			for _, v := range visitors {
+				if _, err := db.VisitorEvents(1, v, from, to, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	// The layout before the day partitions: one contiguous range per visitor.
+	legacyVisitorIndex(b, db.DB)
+	b.Run("before the day partitions", func(b *testing.B) {
+		for b.Loop() {
+			for _, v := range visitors {
+				it, err := openVisitor(db.Pebble(), true, 1, v, from, to)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := eachEntry(it, func(int64, ID, []byte) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
 	})
 }

@@ -2,8 +2,11 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -363,4 +366,69 @@ func (d *DB) migrateVisitorIndex(progress func(moved int)) (int, error) {
 			progress(n)
 		}
 	}
+}
+
+// VisitorsEvents is VisitorEvents for many visitors at once, as the paths
+// analysis reads its anchors' histories: it returns each visitor's events
+// in [from, to], oldest first; more than limit in all (0: no bound) returns
+// ErrScanLimit. Within each day of the range that holds entries it visits
+// the visitors in key order with one iterator, stepping to the next one's
+// entries when they are a few keys on and seeking otherwise, so a day costs
+// at most a seek per visitor asked for and often much less.
+func (d *DB) VisitorsEvents(ds uint32, visitors []string, from, to int64, limit int) (map[string][]VisitorEvent, error) {
+	out := make(map[string][]VisitorEvent, len(visitors))
+	from = max(from, 0)
+	if to < from || len(visitors) == 0 {
+		return out, nil
+	}
+	// Key order: the length first, then the bytes (visitorDayPrefix).
+	sorted := slices.Clone(visitors)
+	slices.SortFunc(sorted, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
+	sorted = slices.Compact(sorted)
+	first, last := visitorDay(from), visitorDay(to)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: visitorDayBound(ds, first), UpperBound: prefixEnd(visitorDayBound(ds, last))})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	n := 0
+	var pfx []byte
+	for day := first; it.SeekGE(visitorDayBound(ds, day)); day++ {
+		k := it.Key()
+		if len(k) < datasetPrefLen+4 {
+			return nil, errCorrupt
+		}
+		day = binary.BigEndian.Uint32(k[datasetPrefLen:]) // the next day holding entries
+		for _, vis := range sorted {
+			pfx = visitorDayPrefix(pfx[:0], ds, day, vis)
+			for step := 0; it.Valid() && bytes.Compare(it.Key(), pfx) < 0; step++ {
+				if step == 16 {
+					it.SeekGE(pfx)
+					break
+				}
+				it.Next()
+			}
+			for ; it.Valid() && bytes.HasPrefix(it.Key(), pfx); it.Next() {
+				ts, id, ok := tsIDSuffix(it.Key())
+				if !ok {
+					return nil, errCorrupt
+				}
+				if uint64(ts) < uint64(from) || uint64(ts) > uint64(to) {
+					continue
+				}
+				if n++; limit > 0 && n > limit {
+					return nil, ErrScanLimit
+				}
+				name, bot := splitBot(it.Value())
+				out[vis] = append(out[vis], VisitorEvent{Timestamp: ts, ID: id, Name: string(name), Bot: bot})
+			}
+			if !it.Valid() {
+				return out, it.Error() // past the range's last entry
+			}
+		}
+		if day == last {
+			break
+		}
+	}
+	return out, it.Error()
 }

@@ -129,6 +129,29 @@ func TestVisitorIter(t *testing.T) {
 	}
 }
 
+// legacyVisitorIndex rewrites every W entry as the V entry an older release wrote.
+func legacyVisitorIndex(t testing.TB, db *DB) {
+	t.Helper()
+	it, err := db.Pebble().NewIter(&pebble.IterOptions{LowerBound: []byte{prefixVisitor}, UpperBound: []byte{prefixVisitor + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.Pebble().NewBatch()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		old := append([]byte{prefixVisitorV1}, k[1:datasetPrefLen]...)
+		old = append(old, k[datasetPrefLen+4:]...) // drop the day
+		_ = b.Set(old, it.Value(), nil)
+		_ = b.Delete(k, nil)
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMigrateVisitorIndex turns a store's visitor index back into the
 // layout before the day partitions, reopens it, and checks that Open moved
 // every entry and that visitor lists answer as before.
@@ -154,26 +177,8 @@ func TestMigrateVisitorIndex(t *testing.T) {
 	}
 	before := list(db.DB)
 
-	// Rewrite every W entry as the V entry an older release wrote.
+	legacyVisitorIndex(t, db.DB)
 	lo, hi := []byte{prefixVisitor}, []byte{prefixVisitor + 1}
-	it, err := db.Pebble().NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := db.Pebble().NewBatch()
-	for it.First(); it.Valid(); it.Next() {
-		k := it.Key()
-		old := append([]byte{prefixVisitorV1}, k[1:datasetPrefLen]...)
-		old = append(old, k[datasetPrefLen+4:]...) // drop the day
-		_ = b.Set(old, it.Value(), nil)
-		_ = b.Delete(k, nil)
-	}
-	if err := it.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
 	if n := countKeys(t, db.DB, lo, hi); n != 0 {
 		t.Fatalf("%d W keys left after the rewrite", n)
 	}
@@ -248,5 +253,68 @@ func TestVisitorIterCorruptKey(t *testing.T) {
 			t.Errorf("backwards %v: Error() = %v, want errCorrupt", backwards, it.Error())
 		}
 		_ = it.Close()
+	}
+}
+
+// TestVisitorsEvents checks that reading many visitors at once returns, for
+// each, what VisitorEvents returns for it alone: with one visitor asked for
+// (each day is sought) and with many (each day is read through), over
+// ranges that start and end inside days, and that the limit counts every
+// visitor's events together.
+func TestVisitorsEvents(t *testing.T) {
+	db := openTestDB(t, "")
+	d0 := int64(20_000) * dayMs
+	r := rand.New(rand.NewPCG(3, 4))
+	var evs []*Event
+	for i := range 600 {
+		evs = append(evs, &Event{ID: testID(uint64(i + 1)), Name: []string{"a", "b", "c"}[r.IntN(3)],
+			VisitorID: fmt.Sprintf("v%d", r.IntN(40)), HasVisitor: r.IntN(10) > 0,
+			Timestamp: d0 + r.Int64N(6*dayMs), CreatedAt: 1})
+	}
+	commitEvents(t, db.DB, 1, evs...)
+	all := make([]string, 45) // five with no events
+	for i := range all {
+		all[i] = fmt.Sprintf("v%d", i)
+	}
+	for _, c := range []struct {
+		name     string
+		visitors []string
+		from, to int64
+	}{
+		{"one visitor, every day sought", []string{"v7"}, 0, math.MaxInt64},
+		{"one visitor, inside days", []string{"v7"}, d0 + dayMs/2, d0 + 4*dayMs + dayMs/3},
+		{"all visitors, every day read through", all, 0, math.MaxInt64},
+		{"all visitors, inside days", all, d0 + dayMs/2, d0 + 4*dayMs + dayMs/3},
+		{"some visitors, twice", []string{"v1", "v2", "v1", "v39"}, d0, d0 + 3*dayMs},
+		{"empty range", all, d0 + 10, d0},
+	} {
+		got, err := db.VisitorsEvents(1, c.visitors, c.from, c.to, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		total := 0
+		for _, v := range c.visitors {
+			want, err := db.VisitorEvents(1, v, c.from, c.to, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got[v], want) {
+				t.Errorf("%s: %s: %d events %v, want %d %v", c.name, v, len(got[v]), got[v], len(want), want)
+			}
+			if len(want) == 0 && got[v] != nil {
+				t.Errorf("%s: %s has no events but an entry", c.name, v)
+			}
+		}
+		for _, evs := range got {
+			total += len(evs)
+		}
+		if total > 0 {
+			if _, err := db.VisitorsEvents(1, c.visitors, c.from, c.to, total-1); !errors.Is(err, ErrScanLimit) {
+				t.Errorf("%s: limit %d of %d: %v, want ErrScanLimit", c.name, total-1, total, err)
+			}
+			if _, err := db.VisitorsEvents(1, c.visitors, c.from, c.to, total); err != nil {
+				t.Errorf("%s: limit %d of %d: %v", c.name, total, total, err)
+			}
+		}
 	}
 }
