@@ -2,8 +2,9 @@ package actors
 
 import (
 	"errors"
-	"github.com/asynkron/protoactor-go/actor"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/eventd/eventd/engine/ratelimit"
 	"github.com/eventd/eventd/storage"

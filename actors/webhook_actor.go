@@ -11,7 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/eventjson"
 	"github.com/eventd/eventd/storage"
 )
 
@@ -281,7 +281,7 @@ func (a *webhookActor) formDelivery(ep *endpoint, now int64) bool {
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = event.AppendStored(body, e.ev, true)
+		body = eventjson.Append(body, e.ev, true)
 	}
 	body = append(body, "]}}"...)
 	b := w.db.NewDeliveryBatch()
@@ -475,7 +475,7 @@ func (a *webhookActor) startTest(m *testReq) {
 		Timestamp: ms, CreatedAt: ms, Properties: []byte(`{"test":true}`)}
 	body := appendEnvelope(nil, FormatMsgID(id), KindEventCreated, ms)
 	body = append(body, `{"events":[`...)
-	body = append(event.AppendStored(body, &sample, true), "]}}"...)
+	body = append(eventjson.Append(body, &sample, true), "]}}"...)
 	rec := deliveryRecord{ID: FormatMsgID(id), WebhookID: m.webhook, Type: KindEventCreated, Status: DeliveryPending,
 		CreatedAt: msText(ms), EventCount: 1, Attempts: []Attempt{}, Test: true, Payload: body}
 	raw, _ := json.Marshal(&rec)

@@ -535,6 +535,9 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (res *PathsResult, err e
 	if err != nil {
 		return nil, err
 	}
+	if scanned >= MaxScanEvents && len(visitors) > 0 {
+		return nil, tooMany // a limit of 0 below would mean none
+	}
 	histories, err := e.db.VisitorsEvents(p.dataset, slices.Collect(maps.Keys(visitors)), q.From, q.To, MaxScanEvents-scanned)
 	if errors.Is(err, storage.ErrScanLimit) {
 		return nil, tooMany

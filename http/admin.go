@@ -4,8 +4,9 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"github.com/fasthttp/router"
 	"time"
+
+	"github.com/fasthttp/router"
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/pprofhandler"

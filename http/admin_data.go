@@ -14,6 +14,7 @@ import (
 
 	"github.com/eventd/eventd/engine"
 	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/eventjson"
 	"github.com/eventd/eventd/storage"
 )
 
@@ -87,7 +88,7 @@ func (s *Server) adminExport(ctx *fasthttp.RequestCtx) {
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		line := make([]byte, 0, 512)
 		err := s.eng.Export(projectID, env, from, to, func(e *storage.Event) bool {
-			line = event.AppendStored(line[:0], e, true)
+			line = eventjson.Append(line[:0], e, true)
 			line = append(line, '\n')
 			_, err := w.Write(line)
 			return err == nil

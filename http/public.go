@@ -12,6 +12,7 @@ import (
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine"
 	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/eventjson"
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/engine/ratelimit"
 	"github.com/eventd/eventd/storage"
@@ -481,7 +482,7 @@ func (s *Server) handleGet(ctx *fasthttp.RequestCtx) {
 		s.writeEngineError(ctx, err)
 		return
 	}
-	writeRaw(ctx, fasthttp.StatusOK, event.AppendStored(make([]byte, 0, 256+len(ev.Properties)), &ev, true))
+	writeRaw(ctx, fasthttp.StatusOK, eventjson.Append(make([]byte, 0, 256+len(ev.Properties)), &ev, true))
 }
 
 func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
@@ -511,7 +512,7 @@ func (s *Server) handleList(ctx *fasthttp.RequestCtx) {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		buf = event.AppendStored(buf, &events[i], false)
+		buf = eventjson.Append(buf, &events[i], false)
 	}
 	buf = append(buf, `],"pagination":{"total":`...)
 	buf = strconv.AppendInt(buf, total, 10)

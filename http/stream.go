@@ -10,7 +10,7 @@ import (
 
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine"
-	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/eventjson"
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/engine/ratelimit"
@@ -489,6 +489,6 @@ const maxFramesPerWrite = 256
 // for all subscribers (actors.Run.Payloads), the replay per subscriber.
 func appendStreamPayload(dst []byte, e *storage.Event) []byte {
 	dst = append(dst, `{"type":"event","data":`...)
-	dst = event.AppendStored(dst, e, true)
+	dst = eventjson.Append(dst, e, true)
 	return append(dst, '}')
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/eventd/eventd/actors"
-	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/engine/eventjson"
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/storage"
 )
@@ -16,7 +16,7 @@ import (
 // itself before payloads were shared: the reference the shared one must match.
 func perSubscriberPayload(e *storage.Event) []byte {
 	buf := append([]byte(nil), `{"type":"event","data":`...)
-	buf = event.AppendStored(buf, e, true)
+	buf = eventjson.Append(buf, e, true)
 	return append(buf, '}')
 }
 

@@ -27,6 +27,9 @@ const (
 	prefixVisitorV1 = 'V' // V ds len2 visitor ts id: before the day; migrated at Open
 )
 
+// minVisitorKeyLen is the length of a visitor index key with an empty visitor id.
+const minVisitorKeyLen = datasetPrefLen + 4 + 2 + 24
+
 // visitorDay is the partition of a timestamp: its UTC day counted the way
 // the key orders timestamps (as uint64), capped so it fits four bytes; the
 // cap keeps it monotonic.
@@ -131,7 +134,7 @@ func (v *visitorIter) setDay(day uint32) {
 // a visitor index key stops the iteration with errCorrupt.
 func (v *visitorIter) keyDay() (uint32, bool) {
 	k := v.it.Key()
-	if len(k) < datasetPrefLen+4+2+24 {
+	if len(k) < minVisitorKeyLen {
 		v.err = errCorrupt
 		return 0, false
 	}
@@ -381,6 +384,25 @@ func (d *DB) VisitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 	if to < from || len(visitors) == 0 {
 		return out, nil
 	}
+	if d.legacyVisitors { // read-only before the migration: one range per visitor
+		n := 0
+		for _, v := range visitors {
+			if _, done := out[v]; done {
+				continue
+			}
+			evs, err := d.VisitorEvents(ds, v, from, to, 0)
+			if err != nil {
+				return nil, err
+			}
+			if n += len(evs); limit > 0 && n > limit {
+				return nil, ErrScanLimit
+			}
+			if len(evs) > 0 {
+				out[v] = evs
+			}
+		}
+		return out, nil
+	}
 	// Key order: the length first, then the bytes (visitorDayPrefix).
 	sorted := slices.Clone(visitors)
 	slices.SortFunc(sorted, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
@@ -395,13 +417,16 @@ func (d *DB) VisitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 	var pfx []byte
 	for day := first; it.SeekGE(visitorDayBound(ds, day)); day++ {
 		k := it.Key()
-		if len(k) < datasetPrefLen+4 {
+		if len(k) < minVisitorKeyLen {
 			return nil, errCorrupt
 		}
 		day = binary.BigEndian.Uint32(k[datasetPrefLen:]) // the next day holding entries
 		for _, vis := range sorted {
 			pfx = visitorDayPrefix(pfx[:0], ds, day, vis)
 			for step := 0; it.Valid() && bytes.Compare(it.Key(), pfx) < 0; step++ {
+				if len(it.Key()) < minVisitorKeyLen {
+					return nil, errCorrupt
+				}
 				if step == 16 {
 					it.SeekGE(pfx)
 					break

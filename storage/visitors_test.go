@@ -194,6 +194,15 @@ func TestMigrateVisitorIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	readOnly := list(ro)
+	together, err := ro.VisitorsEvents(1, []string{"v1", "v2", "v3", "v1"}, 0, math.MaxInt64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"v1", "v2", "v3"} {
+		if want, _ := ro.VisitorEvents(1, v, 0, math.MaxInt64, 0); len(want) != 10 || !slices.Equal(together[v], want) {
+			t.Errorf("read-only VisitorsEvents(%s): %v, want the 10 of VisitorEvents %v", v, together[v], want)
+		}
+	}
 	if err := ro.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -253,6 +262,9 @@ func TestVisitorIterCorruptKey(t *testing.T) {
 			t.Errorf("backwards %v: Error() = %v, want errCorrupt", backwards, it.Error())
 		}
 		_ = it.Close()
+	}
+	if _, err := db.VisitorsEvents(1, []string{"v"}, 0, math.MaxInt64, 0); !errors.Is(err, errCorrupt) {
+		t.Errorf("VisitorsEvents: %v, want errCorrupt", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package event
+package eventjson
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/eventd/eventd/storage"
 )
 
-func TestAppendStored(t *testing.T) {
+func TestAppend(t *testing.T) {
 	id := storage.ID{0x01, 0x8f}
 	const ts = int64(1764000000000)
 	cases := []struct {
@@ -25,7 +25,7 @@ func TestAppendStored(t *testing.T) {
 			false, `{"id":"evt_01HW0000000000000000000000","event":"signup","visitor_id":"v1","timestamp":"2025-11-24T16:00:00.000Z"}`},
 	}
 	for _, c := range cases {
-		if got := string(AppendStored(nil, &c.e, c.full)); got != c.want {
+		if got := string(Append(nil, &c.e, c.full)); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
 		}
 	}
