@@ -320,55 +320,57 @@ func (d *DB) hasLegacyVisitors() (bool, error) {
 }
 
 // migrateVisitorIndex rewrites the V keys of a store written before the day
-// partitions as W keys, a chunk per synced batch that sets the new keys and
-// deletes the old, so a crash in the middle leaves a store that the next
-// Open continues; at the end one range deletion covers the point deletions,
-// so that later iterators do not step over them. It returns how many
-// entries it moved; progress, if not nil, hears of every 100,000.
+// partitions as W keys, in batches of 10,000, then deletes every V key with
+// one synced range deletion. Until that deletion commits the V keys stay,
+// so a crash in the middle leaves a store that the next Open migrates again
+// from the start (setting a W key twice is harmless); the batches need no
+// sync of their own. It returns how many entries it moved; progress, if
+// not nil, hears of every 100,000.
 func (d *DB) migrateVisitorIndex(progress func(moved int)) (int, error) {
 	lo, hi := []byte{prefixVisitorV1}, []byte{prefixVisitorV1 + 1}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
 	n := 0
-	for {
-		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-		if err != nil {
+	b := d.db.NewBatch()
+	defer func() { _ = b.Close() }()
+	var k []byte
+	for it.First(); it.Valid(); it.Next() {
+		old := it.Key()
+		// V ds len2 visitor ts id
+		if len(old) < datasetPrefLen+2+24 {
+			continue // not an index key: the range deletion below drops it
+		}
+		ds := binary.BigEndian.Uint32(old[1:datasetPrefLen])
+		vis := old[datasetPrefLen+2 : len(old)-24]
+		ts, id, _ := tsIDSuffix(old)
+		k = visitorKey(k[:0], ds, string(vis), ts, id)
+		if err := b.Set(k, it.Value(), nil); err != nil {
 			return n, err
 		}
-		b := d.db.NewBatch()
-		count := 0
-		var k []byte
-		for it.First(); it.Valid() && count < 10_000; it.Next() {
-			old := it.Key()
-			// V ds len2 visitor ts id
-			if len(old) < datasetPrefLen+2+24 {
-				continue // not an index key: left for a person to look at
+		if n++; n%10_000 == 0 {
+			if err := d.db.Apply(b, pebble.NoSync); err != nil {
+				return n, err
 			}
-			ds := binary.BigEndian.Uint32(old[1:datasetPrefLen])
-			vis := old[datasetPrefLen+2 : len(old)-24]
-			ts, id, _ := tsIDSuffix(old)
-			k = visitorKey(k[:0], ds, string(vis), ts, id)
-			_ = b.Set(k, it.Value(), nil)
-			_ = b.Delete(old, nil)
-			count++
-		}
-		err = it.Close()
-		if err == nil && count > 0 {
-			err = d.db.Apply(b, pebble.Sync)
-		}
-		_ = b.Close()
-		if err != nil {
-			return n, err
-		}
-		if count == 0 {
-			if n == 0 {
-				return 0, nil
+			_ = b.Close()
+			b = d.db.NewBatch()
+			if progress != nil && n%100_000 == 0 {
+				progress(n)
 			}
-			return n, d.db.DeleteRange(lo, hi, pebble.Sync)
-		}
-		n += count
-		if progress != nil && n%100_000 < count {
-			progress(n)
 		}
 	}
+	if err := it.Error(); err != nil {
+		return n, err
+	}
+	if n == 0 && !it.First() {
+		return 0, it.Error()
+	}
+	if err := b.DeleteRange(lo, hi, nil); err != nil {
+		return n, err
+	}
+	return n, d.db.Apply(b, pebble.Sync)
 }
 
 // VisitorsEvents is VisitorEvents for many visitors at once, as the paths
