@@ -13,6 +13,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -22,6 +23,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,7 +33,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/storage"
@@ -46,6 +50,11 @@ type variant struct {
 	// message's messageId is) written beside it, as the shards do.
 	idem      func(k uint64, ms int64) string
 	hashedKey bool // idem's keys stand for the key id too
+	// ingestVisitors leaves the visitor index out of the commits and, after
+	// the tail, writes it as one sorted sstable ingested into the store:
+	// what building each finished day's partition once would cost (the
+	// key layout of storage/visitors.go, W ds day len2 visitor ts id).
+	ingestVisitors bool
 }
 
 func fnv64(s string) uint64 {
@@ -98,6 +107,7 @@ var variants = map[string]variant{
 		return string(b[:])
 	}, hashedKey: true},
 	"idemBench": {about: "today's store, each event with the bench's idempotency key (node-next-1764000000000-<n>)", idem: func(k uint64, _ int64) string { return "node-next-1764000000000-" + strconv.FormatUint(k, 10) }},
+	"visIngest": {about: "the visitor index written once, sorted, as an ingested sstable after the writes instead of in each commit", exp: storage.Experiment{SkipVisitor: true}, ingestVisitors: true},
 	"rowblk": {about: "row-oriented sstable blocks (TableFormatPebblev4) instead of Pebble's default columnar ones", exp: storage.Experiment{Pebble: func(o *pebble.Options) {
 		o.Experimental.EnableColumnarBlocks = func() bool { return false }
 	}}},
@@ -150,7 +160,10 @@ type result struct {
 
 	CPUWriteUS float64 `json:"cpu_write_us"`
 	CPUTailUS  float64 `json:"cpu_tail_us"`
-	CPUTotalUS float64 `json:"cpu_total_us"`
+	// CPUIngestUS is the part of the tail that sorted, wrote and ingested
+	// the visitor index (visIngest only).
+	CPUIngestUS float64 `json:"cpu_ingest_us,omitempty"`
+	CPUTotalUS  float64 `json:"cpu_total_us"`
 
 	WALB       float64 `json:"wal_b"`
 	FlushedB   float64 `json:"flushed_b"`
@@ -283,6 +296,10 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 		}
 	}()
 
+	var entries []kv
+	if v.ingestVisitors {
+		entries = make([]kv, n)
+	}
 	gen := ids.NewGenerator()
 	var next atomic.Int64
 	var firstErr error
@@ -312,6 +329,9 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 					id, ms := gen.Next()
 					props = shape(e, props, uint64(k), visitors)
 					e.ID, e.Timestamp, e.CreatedAt = id, ms, ms
+					if v.ingestVisitors && e.HasVisitor {
+						entries[k] = visitorEntry(e)
+					}
 					if b != nil {
 						b.AddEvent(1, e)
 						if v.idem != nil {
@@ -349,6 +369,17 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 		if err := settle(db.Pebble(), tailMax); err != nil {
 			return nil, err
 		}
+	}
+	if v.ingestVisitors {
+		cpuB := cpuNow()
+		if err := ingestSorted(db.Pebble(), dir, entries); err != nil {
+			return nil, err
+		}
+		entries = nil
+		if err := settle(db.Pebble(), tailMax); err != nil {
+			return nil, err
+		}
+		r.CPUIngestUS = float64((cpuNow() - cpuB).Microseconds()) / float64(n)
 	}
 	t2 := time.Now()
 	cpu2 := cpuNow()
@@ -502,4 +533,43 @@ func report(r *result) {
 		r.CPUDrainUS, r.DrainCompacted, r.SSTDrainedB)
 	fmt.Printf("  L0: %d sublevels, %d files at most; %d stalls (%.2f s); %d compactions; %s\n",
 		r.L0SublevelsMax, r.L0FilesMax, r.Stalls, r.StallSec, r.Compactions, r.Levels)
+}
+
+// kv is one visitor index entry of the visIngest variant.
+type kv struct{ k, v []byte }
+
+// visitorEntry is e's visitor index entry in storage's layout
+// (storage/visitors.go: W ds day len2 visitor ts id -> name), dataset 1.
+func visitorEntry(e *storage.Event) kv {
+	k := make([]byte, 0, 1+4+4+2+len(e.VisitorID)+8+16)
+	k = append(k, 'W')
+	k = binary.BigEndian.AppendUint32(k, 1)
+	k = binary.BigEndian.AppendUint32(k, uint32(e.Timestamp/86_400_000))
+	k = binary.BigEndian.AppendUint16(k, uint16(len(e.VisitorID)))
+	k = append(k, e.VisitorID...)
+	k = binary.BigEndian.AppendUint64(k, uint64(e.Timestamp))
+	k = append(k, e.ID[:]...)
+	return kv{k, []byte(e.Name)}
+}
+
+// ingestSorted sorts the entries, writes them as one sstable in the store's
+// table format and ingests it.
+func ingestSorted(db *pebble.DB, dir string, entries []kv) error {
+	entries = slices.DeleteFunc(entries, func(e kv) bool { return e.k == nil }) // events without a visitor
+	slices.SortFunc(entries, func(a, b kv) int { return bytes.Compare(a.k, b.k) })
+	path := filepath.Join(dir, "visitors.sst")
+	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sstable.WriterOptions{TableFormat: db.TableFormat(), MergerName: "eventd.merge.v1"})
+	for _, e := range entries {
+		if err := w.Set(e.k, e.v); err != nil {
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return db.Ingest(context.Background(), []string{path})
 }
