@@ -273,11 +273,7 @@ func (e *Engine) breakdown(p *Principal, q analytics.Query) (*BreakdownResult, e
 
 func (e *Engine) funnel(p *Principal, q analytics.Query) (res *FunnelResult, err error) {
 	recs := e.queryRecords(p)
-	defer func() {
-		if rerr := recs.close(); rerr != nil && err == nil {
-			res, err = nil, rerr
-		}
-	}()
+	defer recs.close(&err)
 	steps, window := q.Steps, q.Window
 	if q.FunnelID != "" {
 		f, err := e.funnelRecord(p.project.rec.Load().ID, q.FunnelID)
@@ -417,11 +413,7 @@ type CohortResult struct {
 // entries in all.
 func (e *Engine) retention(p *Principal, q analytics.Query) (res *RetentionResult, err error) {
 	recs := e.queryRecords(p)
-	defer func() {
-		if rerr := recs.close(); rerr != nil && err == nil {
-			res, err = nil, rerr
-		}
-	}()
+	defer recs.close(&err)
 	now := time.Now().UnixMilli()
 	end := q.Period.Floor(q.To)
 	for range q.Periods {
@@ -506,11 +498,7 @@ type PathsResult struct {
 // path), and counts the transitions; at most MaxScanEvents index entries.
 func (e *Engine) paths(p *Principal, q analytics.Query) (res *PathsResult, err error) {
 	recs := e.queryRecords(p)
-	defer func() {
-		if rerr := recs.close(); rerr != nil && err == nil {
-			res, err = nil, rerr
-		}
-	}()
+	defer recs.close(&err)
 	anchor := q.StartEvent
 	if anchor == "" {
 		anchor = q.EndEvent
@@ -603,12 +591,16 @@ func (r *queryRecords) get(id storage.ID) (storage.Event, error) {
 	return ev, err
 }
 
-// close releases the reader and returns the first read error.
-func (r *queryRecords) close() error {
+// close releases the reader and fails the query (*err, if it has not
+// failed already) with the first read error: matches and pagePath answer as
+// if the record were missing, so only this reports it.
+func (r *queryRecords) close(err *error) {
 	if r.rr != nil {
 		_ = r.rr.Close()
 	}
-	return r.err
+	if *err == nil {
+		*err = r.err
+	}
 }
 
 // matches applies the where= filter to an event known by its index entry
