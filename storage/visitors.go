@@ -337,7 +337,9 @@ func (d *DB) migrateVisitorIndex(progress func(moved int)) (int, error) {
 	b := d.db.NewBatch()
 	defer func() { _ = b.Close() }()
 	var k []byte
+	found := false
 	for it.First(); it.Valid(); it.Next() {
+		found = true
 		old := it.Key()
 		// V ds len2 visitor ts id
 		if len(old) < datasetPrefLen+2+24 {
@@ -364,8 +366,8 @@ func (d *DB) migrateVisitorIndex(progress func(moved int)) (int, error) {
 	if err := it.Error(); err != nil {
 		return n, err
 	}
-	if n == 0 && !it.First() {
-		return 0, it.Error()
+	if !found {
+		return 0, nil
 	}
 	if err := b.DeleteRange(lo, hi, nil); err != nil {
 		return n, err
