@@ -237,12 +237,7 @@ func TestDashboardAnalyticsDepth(t *testing.T) {
 			return !!svg && svg.getAttribute('aria-label').endsWith(%q); })()`, id, ": "+want+"."))
 	}
 
-	run("log in", func(t *testing.T) {
-		u.goTo("/login")
-		u.fill("Admin token", s.Token)
-		u.click("button", "Sign in")
-		u.ready()
-	})
+	run("log in", func(t *testing.T) { u.signIn(s.Token) })
 
 	run("overview: known numbers", func(t *testing.T) {
 		u.goTo("/#/p/" + project + "/test/overview")

@@ -450,10 +450,7 @@ func signInOnPhone(d *dashDriver, s *Server) *dashUI {
 	d.call(nil, "context", "name", "phone", "width", 390, "height", 844, "mobile", true)
 	d.call(nil, "page", "ctx", "phone", "name", "m")
 	m := &dashUI{d: d, page: "m", base: s.Admin}
-	m.goTo("/login")
-	m.fill("Admin token", s.Token)
-	m.click("button", "Sign in")
-	m.ready()
+	m.signIn(s.Token)
 	return m
 }
 
@@ -466,6 +463,14 @@ type dashUI struct {
 }
 
 func (u *dashUI) goTo(path string) { u.d.call(nil, "goto", "page", u.page, "url", u.base+path) }
+
+// signIn signs in on the login page with token and waits for the dashboard.
+func (u *dashUI) signIn(token string) {
+	u.goTo("/login")
+	u.fill("Admin token", token)
+	u.click("button", "Sign in")
+	u.ready()
+}
 func (u *dashUI) fill(label, value string, within ...string) {
 	u.d.call(nil, "fill", "page", u.page, "label", label, "value", value, "within", first(within))
 }
@@ -908,10 +913,7 @@ func TestDashboardBrowser(t *testing.T) {
 		}
 		d.call(nil, "page", "ctx", "old", "name", "o")
 		o := &dashUI{d: d, page: "o", base: s.Admin}
-		o.goTo("/login")
-		o.fill("Admin token", s.Token)
-		o.click("button", "Sign in")
-		o.ready()
+		o.signIn(s.Token)
 		o.goTo("/#/p/" + projectID + "/test/goals")
 		o.waitText("Goals: not available on this server.")
 		o.waitText("Funnels: not available on this server.")
