@@ -98,38 +98,11 @@ func buildCursors(e *env) *plan {
 			return nil
 		}
 		s.run = func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error) {
-			var subs subscriberSet
-			if cursors > 0 {
-				var err error
-				subs, err = startSubscribers(ctx, bench.StreamOptions{Target: e.target, Key: key, Subscribers: cursors,
-					Cursor: "live", AckWindow: o.cursorAckWindow, Reconnect: true})
-				if err != nil {
-					return nil, err
-				}
-				p.also(func() string { return fmt.Sprintf("delivered %d", subs.Delivered()) })
-			}
-			g, err := bench.NewGenerator(bench.Config{Target: e.target, Mode: bench.OpenLoop, Rate: rate, Conns: o.openConns,
-				Duration: d, Timeout: o.timeout, SeqBase: e.seqBase(), Request: bench.StreamEventRequest("/events", key)})
-			if err != nil {
-				if subs != nil {
-					subs.Stop()
-				}
-				return nil, err
-			}
-			defer g.Close()
-			p.source(g.Progress)
-			if subs != nil {
-				subs.Mark()
-			}
-			res, err := g.Run(ctx)
-			if subs != nil {
-				want := res.Events * uint64(cursors)
-				subs.WaitDrained(ctx, want, 2*time.Second, 10*time.Second)
-				sr := subs.Stop()
-				sr.Expected = want
-				res.Stream = sr
-			}
-			return res, err
+			return runFanOut(ctx, p, bench.StreamOptions{Target: e.target, Key: key, Subscribers: cursors,
+				Cursor: "live", AckWindow: o.cursorAckWindow, Reconnect: true},
+				bench.Config{Target: e.target, Mode: bench.OpenLoop, Rate: rate, Conns: o.openConns, Duration: d,
+					Timeout: o.timeout, SeqBase: e.seqBase(), Request: bench.StreamEventRequest("/events", key)},
+				2*time.Second, 10*time.Second)
 		}
 		return s
 	}

@@ -573,47 +573,55 @@ func startSubscribers(ctx context.Context, o bench.StreamOptions) (subscriberSet
 	return bench.StartSubscriberProcess(ctx, []string{self, "--serve-subscribers"}, o)
 }
 
+// runFanOut runs the load of cfg while subs.Subscribers subscribers (none:
+// only the load) read what it stores; afterwards it waits until they have
+// every event (no delivery for idle, at most max) and records what they got.
+func runFanOut(ctx context.Context, p *progress, subs bench.StreamOptions, cfg bench.Config, idle, max time.Duration) (*bench.Result, error) {
+	var set subscriberSet
+	if subs.Subscribers > 0 {
+		var err error
+		if set, err = startSubscribers(ctx, subs); err != nil {
+			return nil, err
+		}
+		p.also(func() string { return fmt.Sprintf("delivered %d", set.Delivered()) })
+	}
+	g, err := bench.NewGenerator(cfg)
+	if err != nil {
+		if set != nil {
+			set.Stop()
+		}
+		return nil, err
+	}
+	defer g.Close()
+	p.source(g.Progress)
+	if set != nil {
+		set.Mark()
+	}
+	res, err := g.Run(ctx)
+	if set != nil {
+		want := res.Events * uint64(subs.Subscribers)
+		set.WaitDrained(ctx, want, idle, max)
+		sr := set.Stop()
+		sr.Expected = want
+		res.Stream = sr
+	}
+	return res, err
+}
+
 // 6. Stream fan-out.
 func buildStream(e *env) *plan {
 	o := e.o
 	var key string
 	run := func(subs int, mode bench.Mode, rate float64) func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error) {
 		return func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error) {
-			var subsc subscriberSet
-			if subs > 0 {
-				var err error
-				subsc, err = startSubscribers(ctx, bench.StreamOptions{Target: e.target, Key: key, Subscribers: subs, Reconnect: true})
-				if err != nil {
-					return nil, err
-				}
-				p.also(func() string { return fmt.Sprintf("delivered %d", subsc.Delivered()) })
-			}
 			conns := e.conns(64)
 			if mode == bench.OpenLoop {
 				conns = o.openConns
 			}
-			g, err := bench.NewGenerator(bench.Config{Target: e.target, Mode: mode, Rate: rate, Conns: conns,
-				Duration: d, Timeout: o.timeout, SeqBase: e.seqBase(), Request: bench.StreamEventRequest("/events", key)})
-			if err != nil {
-				if subsc != nil {
-					subsc.Stop()
-				}
-				return nil, err
-			}
-			defer g.Close()
-			p.source(g.Progress)
-			if subsc != nil {
-				subsc.Mark()
-			}
-			res, err := g.Run(ctx)
-			if subsc != nil {
-				want := res.Events * uint64(subs)
-				subsc.WaitDrained(ctx, want, time.Second, 5*time.Second)
-				sr := subsc.Stop()
-				sr.Expected = want
-				res.Stream = sr
-			}
-			return res, err
+			return runFanOut(ctx, p, bench.StreamOptions{Target: e.target, Key: key, Subscribers: subs, Reconnect: true},
+				bench.Config{Target: e.target, Mode: mode, Rate: rate, Conns: conns, Duration: d, Timeout: o.timeout,
+					SeqBase: e.seqBase(), Request: bench.StreamEventRequest("/events", key)},
+				time.Second, 5*time.Second)
 		}
 	}
 	n := o.streamSubs
