@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -206,23 +204,6 @@ func measureRestart(ctx context.Context, e *env, prog *progress) (*bench.Restart
 
 // listTotal is GET /events' exact total for key.
 func listTotal(ctx context.Context, target, key string) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", target+"/events?limit=1", nil)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Pagination struct {
-			Total int64 `json:"total"`
-		} `json:"pagination"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET /events: %s %v", resp.Status, err)
-	}
-	return out.Pagination.Total, nil
+	n, err := queryTotal(ctx, target, key, "/events?limit=1")
+	return int64(n), err
 }

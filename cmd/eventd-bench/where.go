@@ -165,7 +165,7 @@ func buildWhere(e *env) *plan {
 			}
 			// One answer of each class, to say what it read and matched.
 			for _, q := range whereQueries {
-				matched, err := whereMatched(ctx, e.target, keys[0], whereURI(q, end, true))
+				matched, err := queryTotal(ctx, e.target, keys[0], whereURI(q, end, true))
 				if err != nil {
 					return fmt.Errorf("%s: %w", q.name, err)
 				}
@@ -211,9 +211,10 @@ func whereTargets(sc *bench.ScenarioResult, notes []string) {
 	sc.Note("one connection, queries back to back in turn (closed loop): each query's own time, no queue behind others; with few queries per class p99 is close to the maximum")
 }
 
-// whereMatched asks one filtered query and returns how many events it
-// matched: pagination.total of a list, total of a timeseries.
-func whereMatched(ctx context.Context, target, key, uri string) (float64, error) {
+// queryTotal asks one query with key and returns the total of its answer:
+// pagination.total of a list (how many events matched), total of a
+// timeseries.
+func queryTotal(ctx context.Context, target, key, uri string) (float64, error) {
 	req, err := http.NewRequestWithContext(ctx, "GET", target+uri, nil)
 	if err != nil {
 		return 0, err
