@@ -3,6 +3,7 @@
 // the tab lives, like the time range, so a filter set on the overview
 // still holds on retention and paths.
 import { h, clear, field, input, select, checkbox, fmtNum } from '../ui.js';
+import { rangePicker } from './common.js';
 
 /** filterState is the filters of every analytics page. */
 export const filterState = { where: [], bots: false };
@@ -91,9 +92,14 @@ export function filterBar(onChange) {
 }
 
 /**
- * botsNote says how many bot events an answer left out, or that bots are
- * counted; it is empty when the answer says nothing about bots.
+ * queryControls is the panel above a chart: the time range (rangePicker,
+ * with its options) and the filter bar; onChange runs after a change to either.
  */
+export function queryControls(onChange, rangeOptions) {
+  return h('div.panel', h('form', { 'aria-label': 'Time range', onsubmit: (e) => e.preventDefault() }, rangePicker(onChange, rangeOptions)),
+    filterBar(onChange));
+}
+
 /**
  * filterNotes are the lines under a chart that say how its answer was
  * filtered: the active filters (testid names that line) and the bots note.
@@ -107,6 +113,10 @@ export function filterNotes(answer, testid) {
   return out;
 }
 
+/**
+ * botsNote says how many bot events an answer left out, or that bots are
+ * counted; it is empty when the answer says nothing about bots.
+ */
 export function botsNote(answer) {
   if (filterState.bots) return h('p.muted.bots-note', { 'data-testid': 'bots-note' }, 'Bots are counted.');
   if (!answer || answer.bots_excluded === undefined) return null;

@@ -7,8 +7,8 @@
 import { h, clear, pageHead, fmtNum, fmtPct } from '../ui.js';
 import { analytics } from '../api.js';
 import { timeChart, barChart } from '../charts.js';
-import { rangePicker, rangeQuery, readFailure } from './common.js';
-import { filterBar, filterQuery, filterNotes } from './filters.js';
+import { rangeQuery, readFailure } from './common.js';
+import { queryControls, filterQuery, filterNotes } from './filters.js';
 
 /** fmtDuration writes seconds as "1m 43s". */
 export function fmtDuration(sec) {
@@ -34,8 +34,7 @@ const PANELS = [
 export async function render(view, ctx) {
   const { project: p, env } = ctx;
   view.append(pageHead('Overview', env));
-  const controls = h('div.panel', h('form', { 'aria-label': 'Time range', onsubmit: (e) => e.preventDefault() }, rangePicker(() => load())),
-    filterBar(() => load()));
+  const controls = queryControls(() => load());
   const cards = h('div.cards', { 'aria-live': 'polite', 'data-testid': 'overview-cards' });
   const note = h('div');
   const chart = h('section.panel', { 'aria-labelledby': 'visitors-title' });

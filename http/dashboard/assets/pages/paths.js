@@ -4,8 +4,8 @@
 import { h, clear, field, input, select, pageHead, fmtNum } from '../ui.js';
 import { analytics } from '../api.js';
 import { barChart } from '../charts.js';
-import { rangePicker, rangeQuery, readFailure } from './common.js';
-import { filterBar, filterQuery, filterNotes } from './filters.js';
+import { rangeQuery, readFailure } from './common.js';
+import { queryControls, filterQuery, filterNotes } from './filters.js';
 
 const view$ = { direction: 'start', event: 'pageview', steps: '3' };
 
@@ -21,8 +21,7 @@ export async function render(view, ctx) {
       field('Path event', event, { hint: 'The start event (or the end event, backwards).' }),
       field('Steps', steps),
       h('div.buttons', h('button.button', { type: 'submit' }, 'Show paths'))));
-  const controls = h('div.panel', h('form', { 'aria-label': 'Time range', onsubmit: (e) => e.preventDefault() }, rangePicker(() => load(), { intervals: false })),
-    filterBar(() => load()));
+  const controls = queryControls(() => load(), { intervals: false });
   const out = h('section.panel', { 'aria-labelledby': 'paths-title', 'aria-live': 'polite' });
   view.append(form, controls, out);
   form.addEventListener('submit', (e) => {

@@ -3,8 +3,8 @@
 // the cohort that did the return event k periods later (k = 0: its own).
 import { h, clear, field, input, select, pageHead, fmtNum, fmtPct } from '../ui.js';
 import { analytics } from '../api.js';
-import { rangePicker, rangeQuery, readFailure } from './common.js';
-import { filterBar, filterQuery, filterNotes } from './filters.js';
+import { rangeQuery, readFailure } from './common.js';
+import { queryControls, filterQuery, filterNotes } from './filters.js';
 
 const view$ = { cohort: 'pageview', ret: '', period: 'week', periods: '8' };
 
@@ -29,8 +29,7 @@ export async function render(view, ctx) {
       field('Period', period),
       field('Periods', periods),
       h('div.buttons', h('button.button', { type: 'submit' }, 'Show retention'))));
-  const controls = h('div.panel', h('form', { 'aria-label': 'Time range', onsubmit: (e) => e.preventDefault() }, rangePicker(() => load(), { intervals: false })),
-    filterBar(() => load()));
+  const controls = queryControls(() => load(), { intervals: false });
   const out = h('section.panel', { 'aria-labelledby': 'triangle-title', 'aria-live': 'polite' });
   view.append(form, controls, out);
   form.addEventListener('submit', (e) => {
