@@ -56,7 +56,8 @@ func seriesName(name string, bot bool) string {
 	return botAll + name
 }
 
-// splitBot strips the bot mark of an index value.
+// splitBot strips the bot mark of an index value or of a series name
+// (botAll gives the empty name).
 func splitBot(v []byte) ([]byte, bool) {
 	if len(v) > 0 && v[0] == botMark {
 		return v[1:], true
@@ -70,13 +71,4 @@ func appendBotMark(dst []byte, bot bool) []byte {
 		return append(dst, botMark)
 	}
 	return dst
-}
-
-// eventName is the event name of a series name (its bot mark removed) and
-// whether it is a bot series; botAll gives "".
-func eventName(series []byte) (string, bool) {
-	if len(series) > 0 && series[0] == botMark {
-		return string(series[1:]), true
-	}
-	return string(series), false
 }

@@ -310,8 +310,8 @@ func (v *view) names(ds uint32, set map[string]bool) {
 			continue
 		}
 		for k := range o.series {
-			if name, _ := eventName([]byte(k.name)); k.ds == ds && name != "" {
-				set[name] = true
+			if name, _ := splitBot([]byte(k.name)); k.ds == ds && len(name) > 0 {
+				set[string(name)] = true
 			}
 		}
 	}

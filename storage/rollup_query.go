@@ -460,8 +460,8 @@ func (d *DB) EventNames(ds uint32) ([]string, error) {
 			return nil, errCorrupt
 		}
 		// A bot series names its event after the mark; botAll names none.
-		if name, _ := eventName(k[datasetPrefLen+1 : datasetPrefLen+1+n]); name != "" {
-			names[name] = true
+		if name, _ := splitBot(k[datasetPrefLen+1 : datasetPrefLen+1+n]); len(name) > 0 {
+			names[string(name)] = true
 		}
 		next := prefixEnd(k[:datasetPrefLen+1+n])
 		if next == nil {
