@@ -33,6 +33,7 @@ const specFile = "../docs/openapi.yaml"
 var contract struct {
 	once  sync.Once
 	err   error
+	mu    sync.Mutex // libopenapi renders a schema in place on its first use; parallel tests checking the same schema raced
 	model *v3.Document
 	v     validator.Validator
 	opts  *config.ValidationOptions
@@ -98,6 +99,8 @@ func checkContract(t testing.TB, req *http.Request, status int, header http.Head
 
 // contractErrors is checkContract's verdict, one line per problem.
 func contractErrors(req *http.Request, status int, header http.Header, body []byte) []string {
+	contract.mu.Lock()
+	defer contract.mu.Unlock()
 	resp := &http.Response{StatusCode: status, Header: header, Body: io.NopCloser(bytes.NewReader(body)), Request: req}
 	item, perrs, specPath := paths.FindPath(req, contract.model, contract.opts)
 	var op *v3.Operation
