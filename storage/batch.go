@@ -21,6 +21,9 @@ type Batch struct {
 	// cache's generation when the first was added (linkcache.go).
 	links   []string
 	linkGen uint64
+	// visitors are the batch's visitor index entries; Commit writes those
+	// of days in Pebble as W keys and gives the others to memory.
+	visitors []pendingVisitor
 }
 
 // NewBatch starts an empty batch.
@@ -56,8 +59,7 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	}
 
 	if e.HasVisitor && !skip.visitor {
-		k = visitorKey(k[:0], ds, e.VisitorID, e.Timestamp, e.ID)
-		_ = b.b.Set(k, append(appendBotMark(k[len(k):], bot), e.Name...), nil)
+		b.visitors = append(b.visitors, pendingVisitor{v: memVisitor{ds, e.VisitorID}, e: memEntry{ts: e.Timestamp, id: e.ID, bot: bot}, n: e.Name})
 	}
 	b.scratch = k[:0]
 	b.derive(ds, e, bot, 1, true)
@@ -103,6 +105,24 @@ func (b *Batch) Commit(sync bool) error {
 		_ = b.b.Set(k, v, nil)
 		b.scratch = v[:0]
 	}
+	mem := b.visitors[:0]
+	if len(b.visitors) > 0 {
+		// Held until the memory entries are added: a day cannot move from
+		// memory to Pebble between this decision and the add (visitormem.go).
+		m := b.db.vmem
+		m.commitMu.RLock()
+		defer m.commitMu.RUnlock()
+		for _, p := range b.visitors {
+			if m.inMemory(visitorDay(p.e.ts)) {
+				mem = append(mem, p)
+				continue
+			}
+			k := visitorKey(b.scratch[:0], p.v.ds, p.v.visitor, p.e.ts, p.e.id)
+			v := append(appendBotMark(k[len(k):], p.e.bot), p.n...)
+			_ = b.b.Set(k, v, nil)
+			b.scratch = v[:0]
+		}
+	}
 	opts := pebble.NoSync
 	if sync {
 		opts = pebble.Sync
@@ -111,6 +131,11 @@ func (b *Batch) Commit(sync bool) error {
 	if err == nil && seq != 0 {
 		b.db.derived.fold(seq, r)
 	}
+	if err == nil && len(mem) > 0 {
+		b.db.vmem.add(mem)
+	}
+	clear(b.visitors) // drop the events' strings
+	b.visitors = b.visitors[:0]
 	if err == nil && len(b.links) > 0 {
 		b.db.links.add(b.linkGen, b.links)
 	}

@@ -184,7 +184,7 @@ func BenchmarkPathsHistories(b *testing.B) {
 	b.Run("before the day partitions", func(b *testing.B) {
 		for b.Loop() {
 			for _, v := range visitors {
-				it, err := openVisitor(db.Pebble(), true, 1, v, from, to)
+				it, err := openVisitor(db.Pebble(), db.vmem, true, 1, v, from, to)
 				if err != nil {
 					b.Fatal(err)
 				}

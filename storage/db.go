@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -36,6 +37,10 @@ type Options struct {
 	// for the metrics); its callbacks run on Pebble's goroutines and must
 	// not block.
 	Events *pebble.EventListener
+	// VisitorMemory bounds the visitor index entries held in memory
+	// (visitormem.go): past it the fullest day is written to Pebble early
+	// (default DefaultVisitorMemory).
+	VisitorMemory int
 	// Experiment is for measurements only (experiment.go); nil is the
 	// production store.
 	Experiment *Experiment
@@ -65,6 +70,14 @@ type DB struct {
 	// legacyVisitors: opened read-only before the visitor index moved to
 	// day partitions, so readers use the old layout (visitors.go).
 	legacyVisitors bool
+	// vmem holds the visitor index of recent days (visitormem.go); sealer
+	// writes finished days to Pebble as ingested tables (visitorseal.go).
+	vmem         *visitorMem
+	sealer       *visitorSealer
+	dir          string
+	fs           vfs.FS
+	tableOptions sstable.WriterOptions // the bottom level's, for ingested tables
+	now          func() time.Time
 }
 
 // ErrNotFound is returned by lookups of missing records.
@@ -113,17 +126,29 @@ func Open(dir string, o Options) (*DB, error) {
 	if o.Experiment != nil && o.Experiment.Pebble != nil {
 		o.Experiment.Pebble(opts)
 	}
+	opts.EnsureDefaults() // as Open does to its copy: the ingested tables' writer options come from opts
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip()}
+	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
+		vmem: newVisitorMem(o.VisitorMemory), dir: dir, fs: opts.FS, now: time.Now,
+		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}
 	if err := d.openVisitorIndex(o); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)
 	}
+	start := time.Now()
+	n, err := d.loadVisitorMem(start)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("rebuild the visitor index of recent days of %s: %w", dir, err)
+	}
+	if n > 0 && o.Logger != nil {
+		o.Logger.Info("visitor index of recent days rebuilt in memory", "entries", n, "took", time.Since(start).Round(time.Millisecond))
+	}
 	d.derived = newDerived(d, o.Logger, o.DerivedInterval)
-	n, err := d.derived.replayLog()
+	n, err = d.derived.replayLog()
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("replay the derived log of %s: %w", dir, err)
@@ -134,13 +159,19 @@ func Open(dir string, o Options) (*DB, error) {
 	if !o.ReadOnly {
 		d.derived.checkpoint()
 		go d.derived.run()
+		d.sealer = d.runVisitorSealer(o.Logger)
 	}
 	return d, nil
 }
 
+// numLevels is Pebble's number of LSM levels.
+const numLevels = 7
+
 // Close checkpoints the derived data, then flushes and closes the store.
+// The visitor index days in memory need nothing: Open rebuilds them.
 func (d *DB) Close() error {
 	if !d.readOnly {
+		d.sealer.close()
 		d.derived.close()
 	}
 	return d.db.Close()
@@ -218,6 +249,9 @@ func (d *DB) GetWindows(keyID string) ([]byte, error) { return d.get(windowsKey(
 
 // DeleteDatasets removes every event, index entry and counter of the datasets.
 func (d *DB) DeleteDatasets(ds ...uint32) error {
+	m := d.vmem
+	m.sealMu.Lock() // no day of these datasets is being written meanwhile
+	defer m.sealMu.Unlock()
 	// Checkpoint first, so no overlay bucket or L entry of these datasets
 	// is written back after the range deletions.
 	dv := d.derived
@@ -239,7 +273,13 @@ func (d *DB) DeleteDatasets(ds ...uint32) error {
 			}
 		}
 	}
-	return d.commit(b, pebble.Sync)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := d.commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	m.dropDatasets(ds)
+	return nil
 }
 
 // deleteWhere deletes the keys of [lower, upper) for which drop says so, in
@@ -275,7 +315,7 @@ func (d *DB) deleteWhere(lower, upper []byte, sync bool, drop func(key, value []
 // to]: the visitor's, the name's, or the time index of every event.
 func (d *DB) openIndex(ds uint32, name, visitor string, hasVisitor bool, from, to int64) (indexIter, error) {
 	if hasVisitor {
-		return openVisitor(d.db, d.legacyVisitors, ds, visitor, from, to)
+		return openVisitor(d.db, d.vmem, d.legacyVisitors, ds, visitor, from, to)
 	}
 	prefix := appendDataset(nil, prefixTime, ds)
 	if name != "" {

@@ -34,6 +34,9 @@ type visitorEntry struct {
 func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) (int, error) {
 	erased := map[ID]bool{}
 	days := map[int64]map[string]bool{} // day start -> names whose rollups need rebuilding
+	m := d.vmem
+	m.sealMu.Lock() // no day moves from memory to Pebble meanwhile
+	defer m.sealMu.Unlock()
 	for {
 		chunk, err := d.visitorChunk(ds, visitor)
 		if err != nil {
@@ -43,11 +46,16 @@ func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) 
 			break
 		}
 		b := d.NewBatch()
+		inMem := map[ID]bool{}
 		for _, en := range chunk {
 			_ = b.b.Delete(eventKey(nil, ds, en.id), nil)
 			_ = b.b.Delete(timeKey(nil, ds, en.ts, en.id), nil)
 			_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, en.name), en.ts), en.id[:]...), nil)
-			_ = b.b.Delete(visitorKey(nil, ds, visitor, en.ts, en.id), nil)
+			if m.inMemory(visitorDay(en.ts)) {
+				inMem[en.id] = true
+			} else {
+				_ = b.b.Delete(visitorKey(nil, ds, visitor, en.ts, en.id), nil)
+			}
 			b.addCount(ds, en.name, en.bot, en.ts, -1)
 			day := floorTo(en.ts, dayMs)
 			if days[day] == nil {
@@ -56,7 +64,7 @@ func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) 
 			days[day][seriesName(en.name, en.bot)] = true
 			erased[en.id] = true
 		}
-		err = b.Commit(true)
+		err = d.commitRemovingVisitors(b, map[memVisitor]map[ID]bool{{ds, visitor}: inMem})
 		b.Close()
 		if err != nil {
 			return len(erased), err
@@ -82,9 +90,28 @@ func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) 
 	return len(erased), nil
 }
 
+// commitRemovingVisitors commits b (synced) and takes the entries of
+// memory days it erases out of memory, as one step for readers: they open
+// under mu, so none sees the entries without their records. Callers hold
+// sealMu.
+func (d *DB) commitRemovingVisitors(b *Batch, remove map[memVisitor]map[ID]bool) error {
+	m := d.vmem
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := b.Commit(true); err != nil {
+		return err
+	}
+	for v, ids := range remove {
+		if len(ids) > 0 {
+			m.remove(v, ids)
+		}
+	}
+	return nil
+}
+
 // visitorChunk reads the first entries left in a visitor's index.
 func (d *DB) visitorChunk(ds uint32, visitor string) ([]visitorEntry, error) {
-	it, err := newVisitorIter(d.db, ds, visitor, 0, math.MaxInt64)
+	it, err := newVisitorIter(d.db, d.vmem, ds, visitor, 0, math.MaxInt64)
 	if err != nil {
 		return nil, err
 	}

@@ -100,7 +100,7 @@ func (r *Resolver) Person(id string) (string, error) {
 // PersonIDs are the ids of the person id belongs to (id first, at most
 // MaxProfileIDs, as Profile walks them); just id when it has no link.
 func (d *DB) PersonIDs(ds uint32, id string) ([]string, error) {
-	ids, _, err := profileReader{r: d.db, ds: ds}.component(id)
+	ids, _, err := profileReader{r: d.db, mem: d.vmem, ds: ds}.component(id)
 	return ids, err
 }
 

@@ -295,6 +295,7 @@ func (m *profileMerger) Finish(bool) ([]byte, io.Closer, error) {
 // profileReader reads profiles and links from one consistent snapshot.
 type profileReader struct {
 	r      pebble.Reader
+	mem    *visitorMem // DB.vmem; the visitor index of recent days
 	ds     uint32
 	legacy bool // DB.legacyVisitors
 }
@@ -358,7 +359,7 @@ func (pr profileReader) component(id string) (ids []string, truncated bool, err 
 
 // visitorSpan is the time of the oldest and newest visitor index entry of a visitor.
 func (pr profileReader) visitorSpan(id string) (first, last int64, ok bool, err error) {
-	it, err := openVisitor(pr.r, pr.legacy, pr.ds, id, 0, math.MaxInt64)
+	it, err := openVisitor(pr.r, pr.mem, pr.legacy, pr.ds, id, 0, math.MaxInt64)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -386,7 +387,7 @@ func (pr profileReader) visitorSpan(id string) (first, last int64, ok bool, err 
 func (d *DB) Profile(ds uint32, id string) (Profile, error) {
 	snap := d.db.NewSnapshot()
 	defer snap.Close()
-	pr := profileReader{r: snap, ds: ds, legacy: d.legacyVisitors}
+	pr := profileReader{r: snap, mem: d.vmem, ds: ds, legacy: d.legacyVisitors}
 	ids, truncated, err := pr.component(id)
 	if err != nil {
 		return Profile{}, err
@@ -485,7 +486,7 @@ func (d *DB) ListProfiles(ds uint32, after string, limit int) (recs []ProfileRec
 // eraseProfile deletes the profile key of visitor and each of its links in
 // both directions, in one synced batch.
 func (d *DB) eraseProfile(ds uint32, visitor string) error {
-	pr := profileReader{r: d.db, ds: ds, legacy: d.legacyVisitors}
+	pr := profileReader{r: d.db, mem: d.vmem, ds: ds, legacy: d.legacyVisitors}
 	linked, err := pr.links(nil, visitor)
 	if err != nil {
 		return err

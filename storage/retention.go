@@ -17,6 +17,9 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 	tp := appendDataset(nil, prefixTime, ds)
 	lo, hi := rangeBounds(tp, 0, cutoff-1)
 	n := 0
+	m := d.vmem
+	m.sealMu.Lock() // no day moves from memory to Pebble meanwhile
+	defer m.sealMu.Unlock()
 	for {
 		// Point deletes for what is keyed by id, name or visitor; the time
 		// index itself goes with one range deletion at the end.
@@ -29,7 +32,8 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 			_ = it.Close()
 			return n, err
 		}
-		b := d.db.NewBatch()
+		b := d.NewBatch()
+		inMem := map[memVisitor]map[ID]bool{}
 		count := 0
 		var last []byte
 		for it.First(); it.Valid() && count < eraseChunk; it.Next() {
@@ -39,21 +43,28 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 			}
 			e, err := rr.Get(id)
 			if err == nil {
-				_ = b.Delete(eventKey(nil, ds, id), nil)
-				_ = b.Delete(append(appendTS(namePrefix(nil, ds, e.Name), ts), id[:]...), nil)
-				if e.HasVisitor {
-					_ = b.Delete(visitorKey(nil, ds, e.VisitorID, ts, id), nil)
+				_ = b.b.Delete(eventKey(nil, ds, id), nil)
+				_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, e.Name), ts), id[:]...), nil)
+				switch v := (memVisitor{ds, e.VisitorID}); {
+				case !e.HasVisitor:
+				case m.inMemory(visitorDay(ts)):
+					if inMem[v] == nil {
+						inMem[v] = map[ID]bool{}
+					}
+					inMem[v][id] = true
+				default:
+					_ = b.b.Delete(visitorKey(nil, ds, e.VisitorID, ts, id), nil)
 				}
 			}
-			_ = b.Delete(it.Key(), nil)
+			_ = b.b.Delete(it.Key(), nil)
 			last = append(last[:0], it.Key()...)
 			count++
 		}
 		err = errors.Join(it.Close(), rr.Close())
 		if err == nil {
-			err = d.commit(b, pebble.Sync)
+			err = d.commitRemovingVisitors(b, inMem)
 		}
-		_ = b.Close()
+		b.Close()
 		if err != nil {
 			return n, err
 		}

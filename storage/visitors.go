@@ -73,10 +73,12 @@ type indexIter interface {
 }
 
 // visitorIter walks one visitor's index entries with timestamps in [from,
-// to] in timestamp order, one day partition after the other. Within a day
-// the entries are adjacent; between days a seek skips to the next day that
-// holds any entry of the dataset, and one more to this visitor's entries
-// in it, so days without events cost nothing.
+// to] in timestamp order, one day after the other, each day from Pebble or
+// from memory (visitormem.go). Within a Pebble day the entries are
+// adjacent; between days a seek skips to the next day that holds any entry
+// of the dataset, and one more to this visitor's entries in it, so days
+// without events cost nothing. A memory day is a slice copied when the
+// iterator opened.
 type visitorIter struct {
 	it          *pebble.Iterator
 	ds          uint32
@@ -88,15 +90,21 @@ type visitorIter struct {
 	seek        []byte
 	valid       bool
 	err         error // a key that is no visitor index key
+
+	mem    memView
+	onMem  bool // on mem.days[mi].entries[ei], not on it
+	mi, ei int
+	key    []byte // Key and Value of a memory entry
+	val    []byte
 }
 
 // openVisitor opens a visitor's index over [from, to] on r (the store or a
-// snapshot of it). A store opened read-only before its migration (serve
-// starts read-only when the disk is full) still has the index without days:
-// one contiguous range per visitor.
-func openVisitor(r pebble.Reader, legacy bool, ds uint32, visitor string, from, to int64) (indexIter, error) {
+// snapshot of it) and m. A store opened read-only before its migration
+// (serve starts read-only when the disk is full) still has the index
+// without days: one contiguous range per visitor.
+func openVisitor(r pebble.Reader, m *visitorMem, legacy bool, ds uint32, visitor string, from, to int64) (indexIter, error) {
 	if !legacy {
-		return newVisitorIter(r, ds, visitor, from, to)
+		return newVisitorIter(r, m, ds, visitor, from, to)
 	}
 	p := appendDataset(nil, prefixVisitorV1, ds)
 	p = binary.BigEndian.AppendUint16(p, uint16(len(visitor)))
@@ -104,16 +112,20 @@ func openVisitor(r pebble.Reader, legacy bool, ds uint32, visitor string, from, 
 	return r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 }
 
-// newVisitorIter opens a visitorIter on r (the store or a snapshot). A
-// negative from counts as 0 and a negative to as an empty range, as
+// newVisitorIter opens a visitorIter on r (the store or a snapshot) and
+// m. A negative from counts as 0 and a negative to as an empty range, as
 // rangeBounds has them for the other indexes.
-func newVisitorIter(r pebble.Reader, ds uint32, visitor string, from, to int64) (*visitorIter, error) {
+func newVisitorIter(r pebble.Reader, m *visitorMem, ds uint32, visitor string, from, to int64) (*visitorIter, error) {
 	from = max(from, 0)
 	v := &visitorIter{ds: ds, visitor: visitor, from: uint64(from), to: uint64(to),
 		first: visitorDay(from), last: visitorDay(to)}
 	if to < from {
 		v.first, v.last = 1, 0 // empty: every positioning fails
 	}
+	// Under mu, so that a day moving from memory to Pebble is in exactly
+	// one of the two (visitorseal.go).
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	it, err := r.NewIter(&pebble.IterOptions{
 		LowerBound: visitorDayBound(ds, v.first),
 		UpperBound: prefixEnd(visitorDayBound(ds, v.last)),
@@ -122,6 +134,11 @@ func newVisitorIter(r pebble.Reader, ds uint32, visitor string, from, to int64) 
 		return nil, err
 	}
 	v.it = it
+	if v.first <= v.last {
+		v.mem = m.view(ds, visitor, v.first, v.last)
+	} else {
+		v.mem.first = math.MaxUint32
+	}
 	return v, nil
 }
 
@@ -164,7 +181,13 @@ func (v *visitorIter) Next() bool {
 	if !v.valid {
 		return false
 	}
-	if v.it.Next() && bytes.HasPrefix(v.it.Key(), v.prefix) {
+	if v.onMem {
+		if s := v.mem.days[v.mi].entries; v.ei+1 < len(s) {
+			v.ei++
+			v.valid = uint64(s[v.ei].ts) <= v.to
+			return v.valid
+		}
+	} else if v.it.Next() && bytes.HasPrefix(v.it.Key(), v.prefix) {
 		return v.settle(true)
 	}
 	if v.day == v.last {
@@ -179,7 +202,13 @@ func (v *visitorIter) Prev() bool {
 	if !v.valid {
 		return false
 	}
-	if v.it.Prev() && bytes.HasPrefix(v.it.Key(), v.prefix) {
+	if v.onMem {
+		if s := v.mem.days[v.mi].entries; v.ei > 0 {
+			v.ei--
+			v.valid = uint64(s[v.ei].ts) >= v.from
+			return v.valid
+		}
+	} else if v.it.Prev() && bytes.HasPrefix(v.it.Key(), v.prefix) {
 		return v.settle(false)
 	}
 	if v.day == v.first {
@@ -190,60 +219,165 @@ func (v *visitorIter) Prev() bool {
 }
 
 // forward finds the first entry at or after the start of v.day (at from
-// on the first day), moving to later days while there is none.
+// on the first day), in Pebble up to the next memory day that holds the
+// visitor's entries, then in that day, and so on.
 func (v *visitorIter) forward() bool {
 	for {
+		mi, _ := slices.BinarySearchFunc(v.mem.days, v.day, func(d memDayView, day uint32) int { return cmp.Compare(d.day, day) })
+		limit := uint64(v.last) + 1
+		if mi < len(v.mem.days) {
+			limit = uint64(v.mem.days[mi].day)
+		}
+		if v.pebbleForward(limit) || v.err != nil || v.valid {
+			return v.valid
+		}
+		if uint64(limit) > uint64(v.last) {
+			return v.invalid()
+		}
+		md := v.mem.days[mi]
+		i := 0
+		if md.day == v.first {
+			i = searchEntries(md.entries, func(e *memEntry) bool { return uint64(e.ts) >= v.from })
+		}
+		if i < len(md.entries) {
+			v.setDay(md.day)
+			v.onMem, v.mi, v.ei = true, mi, i
+			v.valid = uint64(md.entries[i].ts) <= v.to
+			return v.valid
+		}
+		if md.day == v.last {
+			return v.invalid()
+		}
+		v.setDay(md.day + 1)
+	}
+}
+
+// backward finds the last entry before the end of v.day (at to on the
+// last day), in Pebble down to the previous memory day that holds the
+// visitor's entries, then in that day, and so on.
+func (v *visitorIter) backward() bool {
+	for {
+		mi, found := slices.BinarySearchFunc(v.mem.days, v.day, func(d memDayView, day uint32) int { return cmp.Compare(d.day, day) })
+		if !found {
+			mi-- // the last memory day before v.day
+		}
+		limit := int64(v.first) - 1
+		if mi >= 0 {
+			limit = int64(v.mem.days[mi].day)
+		}
+		if v.pebbleBackward(limit) || v.err != nil || v.valid {
+			return v.valid
+		}
+		if limit < int64(v.first) {
+			return v.invalid()
+		}
+		md := v.mem.days[mi]
+		i := len(md.entries)
+		if md.day == v.last {
+			i = searchEntries(md.entries, func(e *memEntry) bool { return uint64(e.ts) > v.to })
+		}
+		if i > 0 {
+			v.setDay(md.day)
+			v.onMem, v.mi, v.ei = true, mi, i-1
+			v.valid = uint64(md.entries[i-1].ts) >= v.from
+			return v.valid
+		}
+		if md.day == v.first {
+			return v.invalid()
+		}
+		v.setDay(md.day - 1)
+	}
+}
+
+// searchEntries is sort.Search over entries: the first index whose entry has f.
+func searchEntries(s []memEntry, f func(*memEntry) bool) int {
+	i, _ := slices.BinarySearchFunc(s, true, func(e memEntry, _ bool) int {
+		if f(&e) {
+			return 1
+		}
+		return -1
+	})
+	return i
+}
+
+// pebbleForward finds the first Pebble entry at or after the start of
+// v.day on a day before limit, skipping the days in memory; false when
+// there is none, or when the first one found is past to.
+func (v *visitorIter) pebbleForward(limit uint64) bool {
+	v.onMem, v.valid = false, false
+	for {
+		d, ok := v.mem.nextPebbleDay(v.day)
+		if !ok || uint64(d) >= limit {
+			return false
+		}
+		if d != v.day {
+			v.setDay(d)
+		}
 		seek := v.prefix
 		if v.day == v.first {
 			v.seek = binary.BigEndian.AppendUint64(append(v.seek[:0], v.prefix...), v.from)
 			seek = v.seek
 		}
 		if !v.it.SeekGE(seek) {
-			return v.invalid()
+			return false
 		}
-		d, ok := v.keyDay()
-		if !ok || d < v.day {
-			return v.invalid()
+		kd, ok := v.keyDay()
+		if !ok || kd < v.day {
+			return false
 		}
-		if d > v.day {
-			v.setDay(d) // a later day holds entries: look for the visitor's there
+		if kd > v.day {
+			if uint64(kd) >= limit {
+				return false
+			}
+			v.setDay(kd) // a later day holds entries: look for the visitor's there
 			continue
 		}
 		if bytes.HasPrefix(v.it.Key(), v.prefix) {
 			return v.settle(true)
 		}
 		if v.day == v.last {
-			return v.invalid()
+			return false
 		}
 		v.setDay(v.day + 1)
 	}
 }
 
-// backward finds the last entry before the end of v.day (at to on the
-// last day), moving to earlier days while there is none.
-func (v *visitorIter) backward() bool {
+// pebbleBackward is pebbleForward backward: the last Pebble entry before
+// the end of v.day on a day after limit.
+func (v *visitorIter) pebbleBackward(limit int64) bool {
+	v.onMem, v.valid = false, false
 	for {
+		d, ok := v.mem.prevPebbleDay(v.day)
+		if !ok || int64(d) <= limit {
+			return false
+		}
+		if d != v.day {
+			v.setDay(d)
+		}
 		seek := prefixEnd(v.prefix)
 		if v.day == v.last && v.to < math.MaxUint64 {
 			v.seek = binary.BigEndian.AppendUint64(append(v.seek[:0], v.prefix...), v.to+1)
 			seek = v.seek
 		}
 		if !v.it.SeekLT(seek) {
-			return v.invalid()
+			return false
 		}
-		d, ok := v.keyDay()
-		if !ok || d > v.day {
-			return v.invalid()
+		kd, ok := v.keyDay()
+		if !ok || kd > v.day {
+			return false
 		}
-		if d < v.day {
-			v.setDay(d) // an earlier day holds entries
+		if kd < v.day {
+			if int64(kd) <= limit {
+				return false
+			}
+			v.setDay(kd) // an earlier day holds entries
 			continue
 		}
 		if bytes.HasPrefix(v.it.Key(), v.prefix) {
 			return v.settle(false)
 		}
 		if v.day == v.first {
-			return v.invalid()
+			return false
 		}
 		v.setDay(v.day - 1)
 	}
@@ -274,10 +408,24 @@ func (v *visitorIter) invalid() bool {
 func (v *visitorIter) Valid() bool { return v.valid }
 
 // Key is the current entry's key.
-func (v *visitorIter) Key() []byte { return v.it.Key() }
+func (v *visitorIter) Key() []byte {
+	if !v.onMem {
+		return v.it.Key()
+	}
+	e := &v.mem.days[v.mi].entries[v.ei]
+	v.key = visitorKey(v.key[:0], v.ds, v.visitor, e.ts, e.id)
+	return v.key
+}
 
 // Value is the current entry's value: the event name, after a bot mark.
-func (v *visitorIter) Value() []byte { return v.it.Value() }
+func (v *visitorIter) Value() []byte {
+	if !v.onMem {
+		return v.it.Value()
+	}
+	e := &v.mem.days[v.mi].entries[v.ei]
+	v.val = append(appendBotMark(v.val[:0], e.bot), v.mem.names[e.name]...)
+	return v.val
+}
 
 // Error is the iterator's error, if any.
 func (v *visitorIter) Error() error {
@@ -383,6 +531,16 @@ func (d *DB) migrateVisitorIndex(progress func(moved int)) (int, error) {
 // entries when they are a few keys on and seeking otherwise, so a day costs
 // at most a seek per visitor asked for and often much less.
 func (d *DB) VisitorsEvents(ds uint32, visitors []string, from, to int64, limit int) (map[string][]VisitorEvent, error) {
+	out, err := d.visitorsEvents(ds, visitors, from, to, limit)
+	for _, evs := range out {
+		if !slices.IsSortedFunc(evs, compareVisitorEvents) {
+			slices.SortFunc(evs, compareVisitorEvents) // memory days first, then Pebble's
+		}
+	}
+	return out, err
+}
+
+func (d *DB) visitorsEvents(ds uint32, visitors []string, from, to int64, limit int) (map[string][]VisitorEvent, error) {
 	out := make(map[string][]VisitorEvent, len(visitors))
 	from = max(from, 0)
 	if to < from || len(visitors) == 0 {
@@ -412,19 +570,39 @@ func (d *DB) VisitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 	slices.SortFunc(sorted, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
 	sorted = slices.Compact(sorted)
 	first, last := visitorDay(from), visitorDay(to)
+	// The iterator and the memory days under mu, as newVisitorIter takes them.
+	d.vmem.mu.Lock()
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: visitorDayBound(ds, first), UpperBound: prefixEnd(visitorDayBound(ds, last))})
 	if err != nil {
+		d.vmem.mu.Unlock()
 		return nil, err
 	}
+	views := make([]memView, len(sorted))
+	for i, vis := range sorted {
+		views[i] = d.vmem.view(ds, vis, first, last)
+	}
+	d.vmem.mu.Unlock()
 	defer it.Close()
 	n := 0
 	var pfx []byte
+	days := views[0] // which days are in memory is the same in every view
+	if n, err = memVisitorsEvents(out, sorted, views, from, to, limit); err != nil {
+		return nil, err
+	}
 	for day := first; it.SeekGE(visitorDayBound(ds, day)); day++ {
 		k := it.Key()
 		if len(k) < minVisitorKeyLen {
 			return nil, errCorrupt
 		}
 		day = binary.BigEndian.Uint32(k[datasetPrefLen:]) // the next day holding entries
+		if days.inMemory(day) {                           // stale keys of a memory day: its entries are the memory's
+			next, ok := days.nextPebbleDay(day)
+			if !ok || next > last {
+				break
+			}
+			day = next - 1
+			continue
+		}
 		for _, vis := range sorted {
 			pfx = visitorDayPrefix(pfx[:0], ds, day, vis)
 			for step := 0; it.Valid() && bytes.Compare(it.Key(), pfx) < 0; step++ {
@@ -460,4 +638,29 @@ func (d *DB) VisitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 		}
 	}
 	return out, it.Error()
+}
+
+func compareVisitorEvents(a, b VisitorEvent) int {
+	return cmp.Or(cmp.Compare(uint64(a.Timestamp), uint64(b.Timestamp)), bytes.Compare(a.ID[:], b.ID[:]))
+}
+
+// memVisitorsEvents adds the entries in [from, to] of the visitors' memory
+// views to out and returns how many; more than limit (0: no bound) is
+// ErrScanLimit.
+func memVisitorsEvents(out map[string][]VisitorEvent, visitors []string, views []memView, from, to int64, limit int) (int, error) {
+	n := 0
+	for i, vis := range visitors {
+		for _, md := range views[i].days {
+			for _, e := range md.entries {
+				if uint64(e.ts) < uint64(from) || uint64(e.ts) > uint64(to) {
+					continue
+				}
+				if n++; limit > 0 && n > limit {
+					return n, ErrScanLimit
+				}
+				out[vis] = append(out[vis], VisitorEvent{Timestamp: e.ts, ID: e.id, Name: views[i].names[e.name], Bot: e.bot})
+			}
+		}
+	}
+	return n, nil
 }

@@ -35,7 +35,7 @@ func visitorEntries(t *testing.T, db *DB, entries map[string][]int64) {
 // walk reads every timestamp a visitorIter yields, forwards or backwards.
 func walk(t *testing.T, db *DB, vis string, from, to int64, backwards bool) []int64 {
 	t.Helper()
-	it, err := newVisitorIter(db.Pebble(), 1, vis, from, to)
+	it, err := newVisitorIter(db.Pebble(), db.vmem, 1, vis, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestVisitorIterCorruptKey(t *testing.T) {
 		}
 	}
 	for _, backwards := range []bool{false, true} {
-		it, err := newVisitorIter(db.Pebble(), 1, "v", 0, math.MaxInt64)
+		it, err := newVisitorIter(db.Pebble(), db.vmem, 1, "v", 0, math.MaxInt64)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,407 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// The visitor index of recent days is held in memory instead of being
+// written key by key in every commit. Within a day its keys are random
+// (visitor first), so each memtable flush overlapped the whole day's
+// partition and compaction rewrote it again and again: on a fresh store
+// the W keys were 40% of the storage CPU per event. A day in memory is
+// written once, when it is over, as one sorted sstable ingested straight
+// into the bottom level (visitorseal.go): eventd-keycost measured 25% less
+// storage CPU per event for that (docs/benchmarks.md).
+//
+// Which days are in memory: every day from first on, except the days in
+// sealed (days sealed early because memory reached its bound, whose later
+// entries are written to Pebble directly as before). Both are stored in the
+// visitorDaysKey record and change only when a day is sealed. Nothing else
+// about the memory is stored: the name index holds the visitor of each
+// event (N ds name ts id -> visitor), so Open rebuilds the memory days from
+// it, and a kill -9 loses nothing.
+//
+// A commit decides per entry, under commitMu shared, whether it goes to
+// memory or to a W key, and adds its memory entries after it committed;
+// sealing a day takes commitMu exclusively to switch the day to Pebble, so
+// no commit decides for a day that is switching. Readers take mu while they
+// open their Pebble iterator and copy their visitor's memory entries, so
+// they see a day either in memory or in Pebble, never both or neither.
+type visitorMem struct {
+	commitMu sync.RWMutex
+	// sealMu runs one seal at a time and keeps erasure, retention and
+	// dataset deletion out while a day is being written.
+	sealMu sync.Mutex
+
+	mu      sync.Mutex
+	first   uint32          // days before first are in Pebble
+	sealed  map[uint32]bool // days from first on that are in Pebble
+	days    map[uint32]*memDay
+	entries int // held in all days
+	// names interns event names: an entry holds an index.
+	names   []string
+	nameIdx map[string]uint32
+
+	max  int           // entries before the fullest day is sealed early
+	kick chan struct{} // wakes the sealer when max is passed
+}
+
+// visitorDaysKey records first and the days sealed early.
+var visitorDaysKey = configKey("visitor-days", "")
+
+// DefaultVisitorMemory is Options.VisitorMemory when 0: about 300 MiB.
+const DefaultVisitorMemory = 4_000_000
+
+// memVisitor is one visitor of one dataset.
+type memVisitor struct {
+	ds      uint32
+	visitor string
+}
+
+// memEntry is one visitor index entry held in memory.
+type memEntry struct {
+	ts   int64
+	id   ID
+	name uint32 // index into visitorMem.names
+	bot  bool
+}
+
+// compare orders entries as their keys: timestamp (as uint64), then id.
+func (e *memEntry) compare(o *memEntry) int {
+	return cmp.Or(cmp.Compare(uint64(e.ts), uint64(o.ts)), bytes.Compare(e.id[:], o.id[:]))
+}
+
+// memDay is one day's entries, per visitor in key order.
+type memDay struct {
+	visitors map[memVisitor][]memEntry
+	entries  int
+	// sealing is set while the day is written to an sstable: its visitor
+	// slices are frozen and what commits add goes to late.
+	sealing bool
+	late    []lateEntry
+}
+
+type lateEntry struct {
+	v memVisitor
+	e memEntry
+}
+
+// pendingVisitor is an entry of a batch that is not committed yet.
+type pendingVisitor struct {
+	v memVisitor
+	e memEntry
+	n string // event name
+}
+
+func newVisitorMem(max int) *visitorMem {
+	if max == 0 {
+		max = DefaultVisitorMemory
+	}
+	return &visitorMem{first: math.MaxUint32, sealed: map[uint32]bool{}, days: map[uint32]*memDay{},
+		nameIdx: map[string]uint32{}, max: max, kick: make(chan struct{}, 1)}
+}
+
+// inMemory reports whether day's entries are held in memory; callers hold
+// mu or commitMu.
+func (m *visitorMem) inMemory(day uint32) bool { return day >= m.first && !m.sealed[day] }
+
+func (m *visitorMem) name(n string) uint32 {
+	if i, ok := m.nameIdx[n]; ok {
+		return i
+	}
+	n = strings.Clone(n) // the event's name may point into a request body
+	i := uint32(len(m.names))
+	m.names = append(m.names, n)
+	m.nameIdx[n] = i
+	return i
+}
+
+// add puts committed entries into their days; callers hold commitMu shared
+// and decided under it that these days are in memory.
+func (m *visitorMem) add(pending []pendingVisitor) {
+	m.mu.Lock()
+	for i := range pending {
+		p := &pending[i]
+		p.e.name = m.name(p.n)
+		m.insert(p.v, p.e)
+	}
+	full := m.entries > m.max
+	m.mu.Unlock()
+	if full {
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// insert adds one entry in key order; callers hold mu.
+func (m *visitorMem) insert(v memVisitor, e memEntry) {
+	day := visitorDay(e.ts)
+	md := m.days[day]
+	if md == nil {
+		md = &memDay{visitors: map[memVisitor][]memEntry{}}
+		m.days[day] = md
+	}
+	md.entries++
+	m.entries++
+	if md.sealing {
+		md.late = append(md.late, lateEntry{v, e})
+		return
+	}
+	s, ok := md.visitors[v]
+	if !ok {
+		v.visitor = strings.Clone(v.visitor)
+	}
+	// Commits arrive nearly in order: the place is at or near the end.
+	i := len(s)
+	for i > 0 && s[i-1].compare(&e) > 0 {
+		i--
+	}
+	md.visitors[v] = slices.Insert(s, i, e)
+}
+
+// view copies what a reader needs of visitor's memory days in [first,
+// last]; callers hold mu.
+func (m *visitorMem) view(ds uint32, visitor string, first, last uint32) memView {
+	mv := memView{first: m.first, sealed: m.sealedIn(first, last)}
+	k := memVisitor{ds, visitor}
+	for day, md := range m.days {
+		if day < first || day > last || !m.inMemory(day) {
+			continue
+		}
+		s := slices.Clone(md.visitors[k])
+		for _, l := range md.late {
+			if l.v == k {
+				s = append(s, l.e)
+			}
+		}
+		if len(s) == 0 {
+			continue
+		}
+		if len(md.late) > 0 {
+			slices.SortFunc(s, func(a, b memEntry) int { return a.compare(&b) })
+		}
+		mv.days = append(mv.days, memDayView{day: day, entries: s})
+	}
+	slices.SortFunc(mv.days, func(a, b memDayView) int { return cmp.Compare(a.day, b.day) })
+	mv.names = m.names // append-only: the prefix a reader sees never changes
+	return mv
+}
+
+// sealedIn lists the days sealed early in [first, last], ascending.
+func (m *visitorMem) sealedIn(first, last uint32) []uint32 {
+	var out []uint32
+	for s := range m.sealed {
+		if s >= first && s <= last {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// memView is a reader's copy of one visitor's entries in memory days, and
+// which days of its range are in memory.
+type memView struct {
+	first  uint32
+	sealed []uint32 // ascending
+	days   []memDayView
+	names  []string
+}
+
+type memDayView struct {
+	day     uint32
+	entries []memEntry
+}
+
+// inMemory is visitorMem.inMemory as it was when the view was taken.
+func (mv *memView) inMemory(day uint32) bool {
+	if day < mv.first {
+		return false
+	}
+	_, found := slices.BinarySearch(mv.sealed, day)
+	return !found
+}
+
+// nextPebbleDay is the first day at or after day whose entries are in
+// Pebble, false if there is none.
+func (mv *memView) nextPebbleDay(day uint32) (uint32, bool) {
+	if day < mv.first {
+		return day, true
+	}
+	i, _ := slices.BinarySearch(mv.sealed, day)
+	if i == len(mv.sealed) {
+		return 0, false
+	}
+	return mv.sealed[i], true
+}
+
+// prevPebbleDay is the last day at or before day whose entries are in
+// Pebble, false if there is none.
+func (mv *memView) prevPebbleDay(day uint32) (uint32, bool) {
+	if day < mv.first {
+		return day, true
+	}
+	i, found := slices.BinarySearch(mv.sealed, day)
+	if found {
+		return day, true
+	}
+	if i > 0 {
+		return mv.sealed[i-1], true
+	}
+	if mv.first == 0 {
+		return 0, false
+	}
+	return mv.first - 1, true
+}
+
+// remove deletes entries of one visitor (all of them when ids is nil)
+// from the memory days; callers hold mu and sealMu.
+func (m *visitorMem) remove(v memVisitor, ids map[ID]bool) {
+	for _, md := range m.days {
+		s, ok := md.visitors[v]
+		if !ok {
+			continue
+		}
+		kept := s[:0]
+		if ids != nil {
+			kept = slices.DeleteFunc(s, func(e memEntry) bool { return ids[e.id] })
+		}
+		n := len(s) - len(kept)
+		md.entries -= n
+		m.entries -= n
+		if len(kept) == 0 {
+			delete(md.visitors, v)
+		} else {
+			md.visitors[v] = kept
+		}
+	}
+}
+
+// dropDatasets deletes every entry of the datasets; callers hold mu and sealMu.
+func (m *visitorMem) dropDatasets(ds []uint32) {
+	for _, md := range m.days {
+		for v, s := range md.visitors {
+			if slices.Contains(ds, v.ds) {
+				md.entries -= len(s)
+				m.entries -= len(s)
+				delete(md.visitors, v)
+			}
+		}
+	}
+}
+
+// encodeDays is the visitorDaysKey value: first, then each day sealed early.
+func (m *visitorMem) encodeDays() []byte {
+	v := binary.BigEndian.AppendUint32(nil, m.first)
+	for _, s := range m.sealedIn(0, math.MaxUint32) {
+		v = binary.BigEndian.AppendUint32(v, s)
+	}
+	return v
+}
+
+func (m *visitorMem) decodeDays(v []byte) error {
+	if len(v) < 4 || len(v)%4 != 0 {
+		return errCorrupt
+	}
+	m.first = binary.BigEndian.Uint32(v)
+	for v = v[4:]; len(v) > 0; v = v[4:] {
+		m.sealed[binary.BigEndian.Uint32(v)] = true
+	}
+	return nil
+}
+
+// loadVisitorMem reads which days are in memory and rebuilds them from the
+// name index. A store that has no record yet starts holding today in
+// memory (a read-only open keeps every day in Pebble, where the build that
+// wrote the store put them).
+func (d *DB) loadVisitorMem(now time.Time) (int, error) {
+	m := d.vmem
+	v, err := d.get(visitorDaysKey)
+	switch {
+	case err == ErrNotFound && d.readOnly:
+		return 0, nil
+	case err == ErrNotFound:
+		m.first = visitorDay(now.UnixMilli())
+		if err := d.apply(func() error { return d.db.Set(visitorDaysKey, m.encodeDays(), pebble.Sync) }); err != nil {
+			return 0, err
+		}
+	case err != nil:
+		return 0, err
+	default:
+		if err := m.decodeDays(v); err != nil {
+			return 0, err
+		}
+	}
+	return d.rebuildVisitorMem()
+}
+
+// rebuildVisitorMem fills the memory days from the name index: for each
+// dataset and name it seeks to the first memory day and reads on, skipping
+// the days sealed early.
+func (d *DB) rebuildVisitorMem() (int, error) {
+	m := d.vmem
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixName}, UpperBound: []byte{prefixName + 1}})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	start := int64(m.first) * dayMs
+	n := 0
+	var seek []byte
+	for valid := it.First(); valid; {
+		k := it.Key()
+		if len(k) < datasetPrefLen+1 || len(k) < datasetPrefLen+1+int(k[datasetPrefLen])+24 {
+			return n, errCorrupt
+		}
+		pfx := k[:datasetPrefLen+1+int(k[datasetPrefLen])]
+		ts, id, _ := tsIDSuffix(k)
+		day := visitorDay(ts)
+		switch {
+		case uint64(ts) < uint64(start):
+			seek = appendTS(append(seek[:0], pfx...), start)
+			valid = it.SeekGE(seek)
+			continue
+		case m.sealed[day]:
+			seek = appendTS(append(seek[:0], pfx...), int64(day+1)*dayMs)
+			valid = it.SeekGE(seek)
+			continue
+		}
+		visitor, bot := splitBot(it.Value())
+		if len(visitor) > 0 {
+			ds := binary.BigEndian.Uint32(k[1:datasetPrefLen])
+			name := m.name(string(pfx[datasetPrefLen+1:]))
+			md := m.days[day]
+			if md == nil {
+				md = &memDay{visitors: map[memVisitor][]memEntry{}}
+				m.days[day] = md
+			}
+			mv := memVisitor{ds, string(visitor)}
+			md.visitors[mv] = append(md.visitors[mv], memEntry{ts: ts, id: id, name: name, bot: bot})
+			md.entries++
+			m.entries++
+			n++
+		}
+		valid = it.Next()
+	}
+	// The name index is in name order: each visitor's entries come sorted
+	// per name, and are merged here.
+	for _, md := range m.days {
+		for _, s := range md.visitors {
+			slices.SortFunc(s, func(a, b memEntry) int { return a.compare(&b) })
+		}
+	}
+	return n, it.Error()
+}

@@ -1,0 +1,313 @@
+package storage
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// memModel is what a visitor index must return: every entry written, per
+// visitor in key order.
+type memModel struct {
+	t       *testing.T
+	r       *rand.Rand
+	n       uint64
+	entries map[string][]string // visitor -> "ts id name bot", sorted at check time
+	stamps  map[string][]int64
+}
+
+var memVisitors = []string{"a", "b", "ab", "ba", "visitor-with-a-long-id"}
+
+// write commits n random events in batches of 1-20, with timestamps on
+// days first-3 to first+2 (days in Pebble and in memory alike).
+func (m *memModel) write(db *DB, first uint32, n int) {
+	m.t.Helper()
+	for n > 0 {
+		k := min(n, 1+m.r.IntN(20))
+		n -= k
+		evs := make([]*Event, k)
+		for i := range evs {
+			m.n++
+			day := int64(first) + m.r.Int64N(6) - 3
+			ts := day*dayMs + m.r.Int64N(dayMs)
+			vis := memVisitors[m.r.IntN(len(memVisitors))]
+			name := []string{"x", "y", "pageview"}[m.r.IntN(3)]
+			props := `{}`
+			if m.r.IntN(5) == 0 {
+				props = `{"$bot":true}`
+			}
+			evs[i] = &Event{ID: testID(m.n), Timestamp: ts, CreatedAt: ts, Name: name, VisitorID: vis, HasVisitor: true, Properties: []byte(props)}
+			m.entries[vis] = append(m.entries[vis], entryText(ts, evs[i].ID, name, IsBot(evs[i].Properties)))
+			m.stamps[vis] = append(m.stamps[vis], ts)
+		}
+		commitEvents(m.t, db, 1, evs...)
+	}
+}
+
+func entryText(ts int64, id ID, name string, bot bool) string {
+	return fmt.Sprintf("%016x %x %s %v", ts, id, name, bot)
+}
+
+// walkEntries reads a visitor's entries in [from, to], forwards or backwards.
+func walkEntries(t *testing.T, db *DB, vis string, from, to int64, backwards bool) []string {
+	t.Helper()
+	it, err := newVisitorIter(db.Pebble(), db.vmem, 1, vis, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out []string
+	step, ok := it.Next, it.First()
+	if backwards {
+		step, ok = it.Prev, it.Last()
+	}
+	for ; ok; ok = step() {
+		ts, id, _ := tsIDSuffix(it.Key())
+		name, bot := splitBot(it.Value())
+		out = append(out, entryText(ts, id, string(name), bot))
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if backwards {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+// check compares every visitor's entries, whole and in random ranges, in
+// both directions, and VisitorsEvents, with the model.
+func (m *memModel) check(db *DB, label string) {
+	m.t.Helper()
+	ranges := [][2]int64{{0, math.MaxInt64}}
+	for range 20 {
+		all := m.stamps[memVisitors[m.r.IntN(len(memVisitors))]]
+		if len(all) == 0 {
+			continue
+		}
+		a, b := all[m.r.IntN(len(all))], all[m.r.IntN(len(all))]
+		ranges = append(ranges, [2]int64{min(a, b), max(a, b)})
+	}
+	for _, vis := range memVisitors {
+		slices.Sort(m.entries[vis])
+		for _, rg := range ranges {
+			var want []string
+			for _, e := range m.entries[vis] {
+				var ts int64
+				_, _ = fmt.Sscanf(e, "%016x", &ts)
+				if ts >= rg[0] && ts <= rg[1] {
+					want = append(want, e)
+				}
+			}
+			for _, back := range []bool{false, true} {
+				if got := walkEntries(m.t, db, vis, rg[0], rg[1], back); !slices.Equal(got, want) {
+					m.t.Fatalf("%s: visitor %q [%d, %d] backwards=%v:\n got %d entries %v\nwant %d entries %v", label, vis, rg[0], rg[1], back, len(got), got, len(want), want)
+				}
+			}
+		}
+	}
+	got, err := db.VisitorsEvents(1, memVisitors, 0, math.MaxInt64, 0)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	for _, vis := range memVisitors {
+		var texts []string
+		for _, e := range got[vis] {
+			texts = append(texts, entryText(e.Timestamp, e.ID, e.Name, e.Bot))
+		}
+		if !slices.Equal(texts, m.entries[vis]) {
+			m.t.Fatalf("%s: VisitorsEvents of %q:\n got %v\nwant %v", label, vis, texts, m.entries[vis])
+		}
+	}
+}
+
+func (m *memModel) erase(vis string) {
+	delete(m.entries, vis)
+	delete(m.stamps, vis)
+}
+
+// memFirst is the first day the store holds in memory.
+func memFirst(db *DB) uint32 {
+	db.vmem.mu.Lock()
+	defer db.vmem.mu.Unlock()
+	return db.vmem.first
+}
+
+// memEntries is how many entries memory holds, counted two ways.
+func memEntries(t *testing.T, db *DB) int {
+	t.Helper()
+	m := db.vmem
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, md := range m.days {
+		k := len(md.late)
+		for _, s := range md.visitors {
+			k += len(s)
+		}
+		if k != md.entries {
+			t.Fatalf("a memory day counts %d entries and holds %d", md.entries, k)
+		}
+		n += k
+	}
+	if n != m.entries {
+		t.Fatalf("memory counts %d entries and holds %d", m.entries, n)
+	}
+	return n
+}
+
+// TestVisitorMem writes events on days in Pebble and in memory, and checks
+// the visitor index against a model through each way a day leaves memory
+// (its end, early for the bound, with entries arriving while it is
+// written), a crash after the tables were ingested, reopening, erasure
+// and retention.
+func TestVisitorMem(t *testing.T) {
+	db := openTestDB(t, "")
+	first := memFirst(db.DB)
+	m := &memModel{t: t, r: rand.New(rand.NewPCG(3, 4)), entries: map[string][]string{}, stamps: map[string][]int64{}}
+	m.write(db.DB, first, 300)
+	m.check(db.DB, "memory and Pebble days")
+	if memEntries(t, db.DB) == 0 {
+		t.Fatal("no entry in memory")
+	}
+
+	// Tomorrow sealed early: its later entries go to Pebble directly.
+	if err := db.sealVisitorDay(first + 1); err != nil {
+		t.Fatal(err)
+	}
+	m.check(db.DB, "tomorrow sealed early")
+	m.write(db.DB, first, 100)
+	m.check(db.DB, "written after the early seal")
+
+	// Today over: first moves past it and past tomorrow, sealed already.
+	if err := db.sealVisitorDay(first); err != nil {
+		t.Fatal(err)
+	}
+	if f := memFirst(db.DB); f != first+2 {
+		t.Fatalf("first memory day %d after sealing days %d and %d, want %d", f, first+1, first, first+2)
+	}
+	m.write(db.DB, first, 100)
+	m.check(db.DB, "today sealed")
+
+	db = db.reopen(t)
+	m.check(db.DB, "reopened")
+
+	// Entries committed while a day's tables are written are kept apart and
+	// written with the switch.
+	mem := db.vmem
+	mem.mu.Lock()
+	md := mem.days[first+2]
+	md.sealing = true
+	mem.mu.Unlock()
+	m.write(db.DB, first+3, 60) // days first to first+5: some on first+2
+	if len(md.late) == 0 {
+		t.Fatal("no late entry")
+	}
+	m.check(db.DB, "while the day is written")
+	paths, err := db.writeVisitorTables(first+2, md, mem.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.switchVisitorDay(first+2, md, paths); err != nil {
+		t.Fatal(err)
+	}
+	m.check(db.DB, "after the switch")
+
+	// A crash after the ingest and before the switch: the day is still in
+	// memory and its tables are in Pebble too.
+	f := memFirst(db.DB)
+	mem.mu.Lock()
+	md = mem.days[f]
+	mem.mu.Unlock()
+	if md == nil {
+		t.Fatalf("no entry on day %d", f)
+	}
+	paths, err = db.writeVisitorTables(f, md, mem.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pebble().Ingest(t.Context(), paths); err != nil {
+		t.Fatal(err)
+	}
+	m.check(db.DB, "ingested, not switched")
+	db = db.reopen(t)
+	m.check(db.DB, "reopened after an ingest without switch")
+	if err := db.sealVisitorDay(f); err != nil {
+		t.Fatal(err)
+	}
+	m.check(db.DB, "sealed again")
+
+	if _, err := db.EraseVisitor(1, "ab", nil); err != nil {
+		t.Fatal(err)
+	}
+	m.erase("ab")
+	m.check(db.DB, "erased")
+
+	cutoff := int64(memFirst(db.DB))*dayMs + dayMs/2
+	if _, err := db.ExpireBefore(1, cutoff); err != nil {
+		t.Fatal(err)
+	}
+	for vis, all := range m.entries {
+		m.entries[vis] = slices.DeleteFunc(all, func(e string) bool {
+			var ts int64
+			_, _ = fmt.Sscanf(e, "%016x", &ts)
+			return ts < cutoff
+		})
+	}
+	m.check(db.DB, "expired")
+	db = db.reopen(t)
+	m.check(db.DB, "reopened at the end")
+	memEntries(t, db.DB)
+
+	if err := db.DeleteDatasets(1); err != nil {
+		t.Fatal(err)
+	}
+	if n := memEntries(t, db.DB); n != 0 {
+		t.Fatalf("%d entries in memory after the dataset was deleted", n)
+	}
+}
+
+// TestVisitorMemBound: past Options.VisitorMemory entries the fullest day
+// is written to Pebble early, and nothing is lost.
+func TestVisitorMemBound(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{VisitorMemory: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	first := memFirst(db)
+	m := &memModel{t: t, r: rand.New(rand.NewPCG(5, 6)), entries: map[string][]string{}, stamps: map[string][]int64{}}
+	m.write(db, first, 400)
+	if err := db.sealDue(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := memEntries(t, db); n > 50 {
+		t.Fatalf("%d entries in memory, bound 50", n)
+	}
+	m.check(db, "bounded")
+}
+
+// TestVisitorMemDaysRecord: the record of which days are in memory
+// round-trips, and a corrupt one is an error.
+func TestVisitorMemDaysRecord(t *testing.T) {
+	m := newVisitorMem(0)
+	m.first = 20_500
+	m.sealed[20_502] = true
+	m.sealed[20_501] = true
+	got := newVisitorMem(0)
+	if err := got.decodeDays(m.encodeDays()); err != nil {
+		t.Fatal(err)
+	}
+	if got.first != m.first || len(got.sealed) != 2 || !got.sealed[20_501] || !got.sealed[20_502] {
+		t.Fatalf("decoded first %d sealed %v", got.first, got.sealed)
+	}
+	for _, bad := range [][]byte{nil, {1, 2, 3}, {0, 0, 0, 1, 2}} {
+		if err := newVisitorMem(0).decodeDays(bad); err == nil {
+			t.Fatalf("decodeDays(%v) = nil", bad)
+		}
+	}
+}
