@@ -34,6 +34,8 @@ type Config struct {
 	DerivedInterval time.Duration
 	// WALMinSyncInterval is storage.Options.WALMinSyncInterval.
 	WALMinSyncInterval time.Duration
+	// VisitorMemory is storage.Options.VisitorMemory.
+	VisitorMemory int
 	// KeyIdle is how long an unused key actor lives (default 5 min).
 	KeyIdle time.Duration
 	// MaxQueued is the number of queued commits past which writes get 503 (default 4096 per shard).
@@ -122,7 +124,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	stalls := storemetrics.NewStalls()
 	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly,
-		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, Events: stalls.Listener()})
+		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, VisitorMemory: cfg.VisitorMemory, Events: stalls.Listener()})
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +174,14 @@ func Open(cfg Config) (*Engine, error) {
 	e.metrics.GaugeFunc("eventd_derived_buckets", "Counter and rollup buckets held in memory until the next checkpoint.", "", func() float64 {
 		b, _ := e.db.DerivedBacklog()
 		return float64(b)
+	})
+	e.metrics.GaugeFunc("eventd_visitor_index_memory_entries", "Visitor index entries of recent days held in memory until their day is written to the store.", "", func() float64 {
+		n, _ := e.db.VisitorMemory()
+		return float64(n)
+	})
+	e.metrics.GaugeFunc("eventd_visitor_index_memory_days", "Days whose visitor index is held in memory.", "", func() float64 {
+		_, days := e.db.VisitorMemory()
+		return float64(days)
 	})
 	e.metrics.GaugeFunc("eventd_derived_commits", "Commits folded into memory since the last checkpoint; a crash replays them at start.", "", func() float64 {
 		_, c := e.db.DerivedBacklog()

@@ -159,6 +159,11 @@ func Open(dir string, o Options) (*DB, error) {
 	if !o.ReadOnly {
 		d.derived.checkpoint()
 		go d.derived.run()
+		if err := d.removeVisitorTables(); err != nil {
+			d.derived.close()
+			_ = db.Close()
+			return nil, fmt.Errorf("remove unfinished visitor index tables of %s: %w", dir, err)
+		}
 		d.sealer = d.runVisitorSealer(o.Logger)
 	}
 	return d, nil

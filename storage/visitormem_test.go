@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -309,5 +311,20 @@ func TestVisitorMemDaysRecord(t *testing.T) {
 		if err := newVisitorMem(0).decodeDays(bad); err == nil {
 			t.Fatalf("decodeDays(%v) = nil", bad)
 		}
+	}
+}
+
+// TestVisitorTablesLeftByACrash: a table a crash left half written is
+// deleted at the next read-write open.
+func TestVisitorTablesLeftByACrash(t *testing.T) {
+	db := openTestDB(t, "")
+	db.close(t)
+	left := filepath.Join(db.dir, "visitors-20500-1.sst")
+	if err := os.WriteFile(left, []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db = openTestDB(t, db.dir)
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Fatalf("%s still there after Open: %v", left, err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -77,6 +76,23 @@ func (d *DB) sealDue(now time.Time) error {
 			return err
 		}
 	}
+}
+
+// removeVisitorTables deletes tables a crash left half written; Pebble
+// does not know them (it links an ingested file under its own name).
+func (d *DB) removeVisitorTables() error {
+	names, err := d.fs.List(d.dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, "visitors-") && strings.HasSuffix(n, ".sst") {
+			if err := d.fs.Remove(d.fs.PathJoin(d.dir, n)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // fullestDay is the memory day holding the most entries; callers hold mu.
@@ -174,7 +190,7 @@ func (d *DB) writeVisitorTables(day uint32, md *memDay, names []string) (paths [
 			if err := finish(); err != nil {
 				return paths, err
 			}
-			p := filepath.Join(d.dir, fmt.Sprintf("visitors-%d-%d.sst", day, v.ds))
+			p := d.fs.PathJoin(d.dir, fmt.Sprintf("visitors-%d-%d.sst", day, v.ds))
 			f, err := d.fs.Create(p, vfs.WriteCategoryUnspecified)
 			if err != nil {
 				return paths, err

@@ -278,6 +278,27 @@ func checkAcked(c *http.Client, url, key string, a ackedEvent) error {
 	if ev.ID != a.id || ev.Event != a.name || ev.Visitor != a.visitor {
 		return fmt.Errorf("GET %s: got %s/%s/%s, want %s/%s", a.id, ev.ID, ev.Event, ev.Visitor, a.name, a.visitor)
 	}
+	// The visitor index too: today's is held in memory and rebuilt at start.
+	req, _ = http.NewRequest("GET", url+"/events?visitor_id="+a.visitor, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if status, b, err = sendAndRead(c, req); err != nil || status != 200 {
+		return fmt.Errorf("GET /events?visitor_id=%s: %d %v %s", a.visitor, status, err, b)
+	}
+	var list struct {
+		Data []struct {
+			ID string
+		}
+		Pagination struct {
+			Total int
+		}
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("GET /events?visitor_id=%s: %v %s", a.visitor, err, b)
+	}
+	// Each visitor sent one event, acknowledged.
+	if list.Pagination.Total != 1 || len(list.Data) != 1 || list.Data[0].ID != a.id {
+		return fmt.Errorf("GET /events?visitor_id=%s: %s, want %s alone", a.visitor, b, a.id)
+	}
 	return nil
 }
 
