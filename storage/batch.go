@@ -59,7 +59,11 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	}
 
 	if e.HasVisitor && !skip.visitor {
-		b.visitors = append(b.visitors, pendingVisitor{v: memVisitor{ds, e.VisitorID}, e: memEntry{ts: e.Timestamp, id: e.ID, bot: bot}, n: e.Name})
+		p := pendingVisitor{v: memVisitor{ds, e.VisitorID}, e: memEntry{ts: e.Timestamp, id: e.ID}, n: e.Name}
+		if bot {
+			p.e.flags = entryBot
+		}
+		b.visitors = append(b.visitors, p)
 	}
 	b.scratch = k[:0]
 	b.derive(ds, e, bot, 1, true)
@@ -118,7 +122,7 @@ func (b *Batch) Commit(sync bool) error {
 				continue
 			}
 			k := visitorKey(b.scratch[:0], p.v.ds, p.v.visitor, p.e.ts, p.e.id)
-			v := append(appendBotMark(k[len(k):], p.e.bot), p.n...)
+			v := append(appendBotMark(k[len(k):], p.e.bot()), p.n...)
 			_ = b.b.Set(k, v, nil)
 			b.scratch = v[:0]
 		}

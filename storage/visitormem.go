@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -46,13 +47,14 @@ type visitorMem struct {
 	first   uint32          // days before first are in Pebble
 	sealed  map[uint32]bool // days from first on that are in Pebble
 	days    map[uint32]*memDay
-	entries int // held in all days
+	entries int // held in all days, removed ones included (they take memory until their day is sealed)
 	// names interns event names: an entry holds an index.
 	names   []string
 	nameIdx map[string]uint32
 
 	max  int           // entries before the fullest day is sealed early
 	kick chan struct{} // wakes the sealer when max is passed
+	seed maphash.Seed  // of the visitor hashes (memDay.heads)
 }
 
 // visitorDaysKey records first and the days sealed early.
@@ -68,32 +70,136 @@ type memVisitor struct {
 	visitor string
 }
 
-// memEntry is one visitor index entry held in memory.
+// memEntry is one visitor index entry held in memory. It holds no
+// pointer, so a day of millions of entries costs the garbage collector
+// nothing to scan.
 type memEntry struct {
-	ts   int64
-	id   ID
-	name uint32 // index into visitorMem.names
-	bot  bool
+	ts    int64
+	id    ID
+	name  uint32 // index into visitorMem.names
+	vis   uint32 // the visitor's number in its day (memDay.vis)
+	prev  uint32 // 1 + index of the previous entry of the same visitor hash; 0: none
+	flags uint8
 }
+
+const (
+	entryBot     = 1 << iota // the event is a bot's (bots.go)
+	entryRemoved             // erased or expired
+)
+
+func (e *memEntry) bot() bool { return e.flags&entryBot != 0 }
 
 // compare orders entries as their keys: timestamp (as uint64), then id.
 func (e *memEntry) compare(o *memEntry) int {
 	return cmp.Or(cmp.Compare(uint64(e.ts), uint64(o.ts)), bytes.Compare(e.id[:], o.id[:]))
 }
 
-// memDay is one day's entries, per visitor in key order.
+// entryChunk is how many entries one block of a day holds: blocks are
+// never moved, so a day grows without copying what it holds.
+const entryChunk = 1 << 15
+
+// memDay is one day's entries, in the order they were added. heads maps a
+// hash of dataset and visitor to the visitor's newest entry, and each entry
+// links to the previous one of the same hash, so a visitor's entries are
+// found without a map entry, a slice and a string per visitor (a day of
+// one-event visitors, the bench's shape, cost three allocations per event
+// that way). Visitors whose hashes collide share a chain and are told
+// apart by their arena bytes.
 type memDay struct {
-	visitors map[memVisitor][]memEntry
-	entries  int
-	// sealing is set while the day is written to an sstable: its visitor
-	// slices are frozen and what commits add goes to late.
+	heads  map[uint64]uint32 // 1 + index of the newest entry
+	blocks [][]memEntry
+	n      uint32   // entries added, removed ones included
+	// arena holds each visitor once as ds (4 bytes), len (2), visitor:
+	// its key order is the index's (visitorDayPrefix). vis is the arena
+	// offset of each visitor number, in the order added.
+	arena []byte
+	vis   []uint32
+	// sealing is set while the day is written to sstables: the entries
+	// below sealN go to the tables, later ones with the switch.
 	sealing bool
-	late    []lateEntry
+	sealN   uint32
 }
 
-type lateEntry struct {
-	v memVisitor
-	e memEntry
+func newMemDay() *memDay { return &memDay{heads: map[uint64]uint32{}} }
+
+func (md *memDay) entry(i uint32) *memEntry { return &md.blocks[i/entryChunk][i%entryChunk] }
+
+// visitorBytes is visitor number num as its arena bytes.
+func visitorBytes(arena []byte, vis []uint32, num uint32) []byte {
+	a := arena[vis[num]:]
+	return a[:6+binary.BigEndian.Uint16(a[4:])]
+}
+
+// visitor is the dataset and visitor id of visitor number num.
+func (md *memDay) visitor(num uint32) (uint32, []byte) {
+	a := visitorBytes(md.arena, md.vis, num)
+	return binary.BigEndian.Uint32(a), a[6:]
+}
+
+// is reports whether visitor number num is v.
+func (md *memDay) is(num uint32, v memVisitor) bool {
+	ds, vis := md.visitor(num)
+	return ds == v.ds && string(vis) == v.visitor
+}
+
+// each calls fn with the index of every entry of v that is not removed,
+// newest first.
+func (md *memDay) each(h uint64, v memVisitor, fn func(i uint32, e *memEntry)) {
+	var num uint32
+	found := false
+	for i := md.heads[h]; i != 0; {
+		e := md.entry(i - 1)
+		if !found && md.is(e.vis, v) {
+			num, found = e.vis, true
+		}
+		if found && e.vis == num && e.flags&entryRemoved == 0 {
+			fn(i-1, e)
+		}
+		i = e.prev
+	}
+}
+
+// add appends one entry of v.
+func (md *memDay) add(h uint64, v memVisitor, e memEntry) {
+	head := md.heads[h]
+	num := uint32(math.MaxUint32)
+	for i := head; i != 0; {
+		x := md.entry(i - 1)
+		if md.is(x.vis, v) {
+			num = x.vis
+			break
+		}
+		i = x.prev
+	}
+	if num == math.MaxUint32 { // a new visitor
+		num = uint32(len(md.vis))
+		md.vis = append(md.vis, uint32(len(md.arena)))
+		md.arena = binary.BigEndian.AppendUint32(md.arena, v.ds)
+		md.arena = binary.BigEndian.AppendUint16(md.arena, uint16(len(v.visitor)))
+		md.arena = append(md.arena, v.visitor...)
+	}
+	if md.n%entryChunk == 0 {
+		md.blocks = append(md.blocks, make([]memEntry, entryChunk))
+	}
+	e.vis, e.prev = num, head
+	*md.entry(md.n) = e
+	md.n++
+	md.heads[h] = md.n
+}
+
+// collect is v's entries in key order; fn, if not nil, filters them.
+func (md *memDay) collect(h uint64, v memVisitor, keep func(i uint32) bool) []memEntry {
+	var s []memEntry
+	md.each(h, v, func(i uint32, e *memEntry) {
+		if keep == nil || keep(i) {
+			s = append(s, *e)
+		}
+	})
+	slices.Reverse(s)
+	if !slices.IsSortedFunc(s, func(a, b memEntry) int { return a.compare(&b) }) {
+		slices.SortFunc(s, func(a, b memEntry) int { return a.compare(&b) })
+	}
+	return s
 }
 
 // pendingVisitor is an entry of a batch that is not committed yet.
@@ -104,11 +210,22 @@ type pendingVisitor struct {
 }
 
 func newVisitorMem(max int) *visitorMem {
-	if max == 0 {
+	if max <= 0 {
 		max = DefaultVisitorMemory
 	}
 	return &visitorMem{first: math.MaxUint32, sealed: map[uint32]bool{}, days: map[uint32]*memDay{},
-		nameIdx: map[string]uint32{}, max: max, kick: make(chan struct{}, 1)}
+		nameIdx: map[string]uint32{}, max: max, kick: make(chan struct{}, 1), seed: maphash.MakeSeed()}
+}
+
+// hash is the chain of v's entries.
+func (m *visitorMem) hash(v memVisitor) uint64 {
+	var h maphash.Hash
+	h.SetSeed(m.seed)
+	var ds [4]byte
+	binary.BigEndian.PutUint32(ds[:], v.ds)
+	_, _ = h.Write(ds[:])
+	_, _ = h.WriteString(v.visitor)
+	return h.Sum64()
 }
 
 // inMemory reports whether day's entries are held in memory; callers hold
@@ -145,54 +262,31 @@ func (m *visitorMem) add(pending []pendingVisitor) {
 	}
 }
 
-// insert adds one entry in key order; callers hold mu.
+// insert adds one entry; callers hold mu.
 func (m *visitorMem) insert(v memVisitor, e memEntry) {
 	day := visitorDay(e.ts)
 	md := m.days[day]
 	if md == nil {
-		md = &memDay{visitors: map[memVisitor][]memEntry{}}
+		md = newMemDay()
 		m.days[day] = md
 	}
-	md.entries++
+	md.add(m.hash(v), v, e)
 	m.entries++
-	if md.sealing {
-		md.late = append(md.late, lateEntry{v, e})
-		return
-	}
-	s, ok := md.visitors[v]
-	if !ok {
-		v.visitor = strings.Clone(v.visitor)
-	}
-	// Commits arrive nearly in order: the place is at or near the end.
-	i := len(s)
-	for i > 0 && s[i-1].compare(&e) > 0 {
-		i--
-	}
-	md.visitors[v] = slices.Insert(s, i, e)
 }
 
 // view copies what a reader needs of visitor's memory days in [first,
 // last]; callers hold mu.
 func (m *visitorMem) view(ds uint32, visitor string, first, last uint32) memView {
 	mv := memView{first: m.first, sealed: m.sealedIn(first, last)}
-	k := memVisitor{ds, visitor}
+	v := memVisitor{ds, visitor}
+	h := m.hash(v)
 	for day, md := range m.days {
 		if day < first || day > last || !m.inMemory(day) {
 			continue
 		}
-		s := slices.Clone(md.visitors[k])
-		for _, l := range md.late {
-			if l.v == k {
-				s = append(s, l.e)
-			}
+		if s := md.collect(h, v, nil); len(s) > 0 {
+			mv.days = append(mv.days, memDayView{day: day, entries: s})
 		}
-		if len(s) == 0 {
-			continue
-		}
-		if len(md.late) > 0 {
-			slices.SortFunc(s, func(a, b memEntry) int { return a.compare(&b) })
-		}
-		mv.days = append(mv.days, memDayView{day: day, entries: s})
 	}
 	slices.SortFunc(mv.days, func(a, b memDayView) int { return cmp.Compare(a.day, b.day) })
 	mv.names = m.names // append-only: the prefix a reader sees never changes
@@ -266,37 +360,27 @@ func (mv *memView) prevPebbleDay(day uint32) (uint32, bool) {
 	return mv.first - 1, true
 }
 
-// remove deletes entries of one visitor (all of them when ids is nil)
-// from the memory days; callers hold mu and sealMu.
+// remove marks entries of one visitor (all of them when ids is nil)
+// removed in the memory days; callers hold mu and sealMu.
 func (m *visitorMem) remove(v memVisitor, ids map[ID]bool) {
+	h := m.hash(v)
 	for _, md := range m.days {
-		s, ok := md.visitors[v]
-		if !ok {
-			continue
-		}
-		kept := s[:0]
-		if ids != nil {
-			kept = slices.DeleteFunc(s, func(e memEntry) bool { return ids[e.id] })
-		}
-		n := len(s) - len(kept)
-		md.entries -= n
-		m.entries -= n
-		if len(kept) == 0 {
-			delete(md.visitors, v)
-		} else {
-			md.visitors[v] = kept
-		}
+		md.each(h, v, func(_ uint32, e *memEntry) {
+			if ids == nil || ids[e.id] {
+				e.flags |= entryRemoved
+			}
+		})
 	}
 }
 
-// dropDatasets deletes every entry of the datasets; callers hold mu and sealMu.
+// dropDatasets marks every entry of the datasets removed; callers hold mu
+// and sealMu.
 func (m *visitorMem) dropDatasets(ds []uint32) {
 	for _, md := range m.days {
-		for v, s := range md.visitors {
-			if slices.Contains(ds, v.ds) {
-				md.entries -= len(s)
-				m.entries -= len(s)
-				delete(md.visitors, v)
+		for i := range md.n {
+			e := md.entry(i)
+			if d, _ := md.visitor(e.vis); slices.Contains(ds, d) {
+				e.flags |= entryRemoved
 			}
 		}
 	}
@@ -392,26 +476,14 @@ func (d *DB) rebuildVisitorMem() (int, error) {
 		visitor, bot := splitBot(it.Value())
 		if len(visitor) > 0 {
 			ds := binary.BigEndian.Uint32(k[1:datasetPrefLen])
-			name := m.name(string(pfx[datasetPrefLen+1:]))
-			md := m.days[day]
-			if md == nil {
-				md = &memDay{visitors: map[memVisitor][]memEntry{}}
-				m.days[day] = md
+			e := memEntry{ts: ts, id: id, name: m.name(string(pfx[datasetPrefLen+1:]))}
+			if bot {
+				e.flags = entryBot
 			}
-			mv := memVisitor{ds, string(visitor)}
-			md.visitors[mv] = append(md.visitors[mv], memEntry{ts: ts, id: id, name: name, bot: bot})
-			md.entries++
-			m.entries++
+			m.insert(memVisitor{ds, string(visitor)}, e)
 			n++
 		}
 		valid = it.Next()
-	}
-	// The name index is in name order: each visitor's entries come sorted
-	// per name, and are merged here.
-	for _, md := range m.days {
-		for _, s := range md.visitors {
-			slices.SortFunc(s, func(a, b memEntry) int { return a.compare(&b) })
-		}
 	}
 	return n, it.Error()
 }

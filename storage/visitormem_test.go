@@ -138,7 +138,8 @@ func memFirst(db *DB) uint32 {
 	return db.vmem.first
 }
 
-// memEntries is how many entries memory holds, counted two ways.
+// memEntries is how many entries memory holds (removed ones included),
+// counted two ways.
 func memEntries(t *testing.T, db *DB) int {
 	t.Helper()
 	m := db.vmem
@@ -146,14 +147,7 @@ func memEntries(t *testing.T, db *DB) int {
 	defer m.mu.Unlock()
 	n := 0
 	for _, md := range m.days {
-		k := len(md.late)
-		for _, s := range md.visitors {
-			k += len(s)
-		}
-		if k != md.entries {
-			t.Fatalf("a memory day counts %d entries and holds %d", md.entries, k)
-		}
-		n += k
+		n += int(md.n)
 	}
 	if n != m.entries {
 		t.Fatalf("memory counts %d entries and holds %d", m.entries, n)
@@ -197,19 +191,20 @@ func TestVisitorMem(t *testing.T) {
 	db = db.reopen(t)
 	m.check(db.DB, "reopened")
 
-	// Entries committed while a day's tables are written are kept apart and
-	// written with the switch.
+	// Entries committed while a day's tables are written go in with the
+	// switch.
 	mem := db.vmem
 	mem.mu.Lock()
 	md := mem.days[first+2]
-	md.sealing = true
+	md.sealing, md.sealN = true, md.n
+	snap := md.snapshot()
 	mem.mu.Unlock()
 	m.write(db.DB, first+3, 60) // days first to first+5: some on first+2
-	if len(md.late) == 0 {
-		t.Fatal("no late entry")
+	if md.n == md.sealN {
+		t.Fatal("no entry added while the day was written")
 	}
 	m.check(db.DB, "while the day is written")
-	paths, err := db.writeVisitorTables(first+2, md, mem.names)
+	paths, err := db.writeVisitorTables(first+2, snap, mem.names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +222,10 @@ func TestVisitorMem(t *testing.T) {
 	if md == nil {
 		t.Fatalf("no entry on day %d", f)
 	}
-	paths, err = db.writeVisitorTables(f, md, mem.names)
+	mem.mu.Lock()
+	snap = md.snapshot()
+	mem.mu.Unlock()
+	paths, err = db.writeVisitorTables(f, snap, mem.names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,9 +265,11 @@ func TestVisitorMem(t *testing.T) {
 	if err := db.DeleteDatasets(1); err != nil {
 		t.Fatal(err)
 	}
-	if n := memEntries(t, db.DB); n != 0 {
-		t.Fatalf("%d entries in memory after the dataset was deleted", n)
+	memEntries(t, db.DB)
+	for _, vis := range memVisitors {
+		m.erase(vis)
 	}
+	m.check(db.DB, "dataset deleted")
 }
 
 // TestVisitorMemBound: past Options.VisitorMemory entries the fullest day
@@ -326,5 +326,41 @@ func TestVisitorTablesLeftByACrash(t *testing.T) {
 	db = openTestDB(t, db.dir)
 	if _, err := os.Stat(left); !os.IsNotExist(err) {
 		t.Fatalf("%s still there after Open: %v", left, err)
+	}
+}
+
+// TestMemDayHashCollision: visitors whose hashes collide share a chain
+// and are still told apart, also after removals.
+func TestMemDayHashCollision(t *testing.T) {
+	md := newMemDay()
+	a, b, c := memVisitor{1, "a"}, memVisitor{1, "b"}, memVisitor{2, "a"}
+	for i, v := range []memVisitor{a, b, a, c, b, a} {
+		md.add(7, v, memEntry{ts: int64(100 - i), id: testID(uint64(i))})
+	}
+	ts := func(v memVisitor) []int64 {
+		var out []int64
+		for _, e := range md.collect(7, v, nil) {
+			out = append(out, e.ts)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		v    memVisitor
+		want []int64
+	}{{a, []int64{95, 98, 100}}, {b, []int64{96, 99}}, {c, []int64{97}}, {memVisitor{1, "x"}, nil}} {
+		if got := ts(c.v); !slices.Equal(got, c.want) {
+			t.Fatalf("%v: %v, want %v", c.v, got, c.want)
+		}
+	}
+	if len(md.vis) != 3 {
+		t.Fatalf("%d visitors in the arena, want 3", len(md.vis))
+	}
+	md.each(7, a, func(_ uint32, e *memEntry) {
+		if e.ts == 98 {
+			e.flags |= entryRemoved
+		}
+	})
+	if got := ts(a); !slices.Equal(got, []int64{95, 100}) {
+		t.Fatalf("a after a removal: %v", got)
 	}
 }

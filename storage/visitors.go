@@ -423,7 +423,7 @@ func (v *visitorIter) Value() []byte {
 		return v.it.Value()
 	}
 	e := &v.mem.days[v.mi].entries[v.ei]
-	v.val = append(appendBotMark(v.val[:0], e.bot), v.mem.names[e.name]...)
+	v.val = append(appendBotMark(v.val[:0], e.bot()), v.mem.names[e.name]...)
 	return v.val
 }
 
@@ -658,7 +658,7 @@ func memVisitorsEvents(out map[string][]VisitorEvent, visitors []string, views [
 				if n++; limit > 0 && n > limit {
 					return n, ErrScanLimit
 				}
-				out[vis] = append(out[vis], VisitorEvent{Timestamp: e.ts, ID: e.id, Name: views[i].names[e.name], Bot: e.bot})
+				out[vis] = append(out[vis], VisitorEvent{Timestamp: e.ts, ID: e.id, Name: views[i].names[e.name], Bot: e.bot()})
 			}
 		}
 	}

@@ -1,10 +1,13 @@
 package storage
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -97,13 +100,29 @@ func (d *DB) removeVisitorTables() error {
 
 // fullestDay is the memory day holding the most entries; callers hold mu.
 func (m *visitorMem) fullestDay() uint32 {
-	best, n := m.first, -1
+	best, n := m.first, uint32(0)
 	for day, md := range m.days {
-		if md.entries > n || md.entries == n && day < best {
-			best, n = day, md.entries
+		if md.n > n || md.n == n && day < best {
+			best, n = day, md.n
 		}
 	}
 	return best
+}
+
+// daySnapshot is what the table writer reads of a sealing day, taken
+// under mu: the entries below n, the visitors and their bytes. None of it
+// changes while the day is sealing (new entries go after n, new visitors
+// after these; erasure and retention wait for sealMu), so it is read
+// without the lock.
+type daySnapshot struct {
+	blocks [][]memEntry
+	n      uint32
+	arena  []byte
+	vis    []uint32
+}
+
+func (md *memDay) snapshot() daySnapshot {
+	return daySnapshot{blocks: slices.Clone(md.blocks), n: md.n, arena: md.arena, vis: md.vis}
 }
 
 // sealVisitorDay writes one memory day to Pebble: its entries as sorted
@@ -124,14 +143,15 @@ func (d *DB) sealVisitorDay(day uint32) error {
 	}
 	md := m.days[day]
 	if md == nil {
-		md = &memDay{visitors: map[memVisitor][]memEntry{}}
+		md = newMemDay()
 		m.days[day] = md
 	}
-	md.sealing = true
+	md.sealing, md.sealN = true, md.n
+	snap := md.snapshot()
 	names := m.names
 	m.mu.Unlock()
 
-	paths, err := d.writeVisitorTables(day, md, names)
+	paths, err := d.writeVisitorTables(day, snap, names)
 	if err == nil {
 		err = d.switchVisitorDay(day, md, paths)
 	}
@@ -140,79 +160,119 @@ func (d *DB) sealVisitorDay(day uint32) error {
 	}
 	if err != nil {
 		m.mu.Lock()
-		m.unseal(md)
+		md.sealing = false
 		m.mu.Unlock()
 	}
 	return err
 }
 
-// unseal puts a day whose sealing failed back to normal: the entries that
-// arrived meanwhile join its visitors; callers hold mu.
-func (m *visitorMem) unseal(md *memDay) {
-	md.sealing = false
-	late := md.late
-	md.late = nil
-	md.entries -= len(late)
-	m.entries -= len(late)
-	for _, l := range late {
-		m.insert(l.v, l.e)
+// writeVisitorTables writes a sealing day's entries as one sstable per
+// dataset in key order and returns their paths: the visitors sorted by
+// their arena bytes (which order as the keys do), each visitor's entries
+// grouped by a counting sort and put in key order.
+func (d *DB) writeVisitorTables(day uint32, snap daySnapshot, names []string) (paths []string, err error) {
+	// Sorted by a fixed-size key (dataset and length, then the first 8
+	// bytes of the id) that decides most comparisons without reading the
+	// arena: with a million one-event visitors the arena reads were most
+	// of a seal's time.
+	type sortKey struct {
+		hi, lo uint64
+		num    uint32
 	}
-}
-
-// writeVisitorTables writes a sealing day's frozen entries as one sstable
-// per dataset in key order and returns their paths.
-func (d *DB) writeVisitorTables(day uint32, md *memDay, names []string) (paths []string, err error) {
-	keys := make([]memVisitor, 0, len(md.visitors))
-	for v := range md.visitors {
-		keys = append(keys, v)
+	keys := make([]sortKey, len(snap.vis))
+	for i := range keys {
+		vb := visitorBytes(snap.arena, snap.vis, uint32(i))
+		var lo [8]byte
+		copy(lo[:], vb[6:])
+		hi := uint64(binary.BigEndian.Uint32(vb))<<16 | uint64(binary.BigEndian.Uint16(vb[4:]))
+		keys[i] = sortKey{hi, binary.BigEndian.Uint64(lo[:]), uint32(i)}
 	}
-	// Key order: dataset, visitor length, visitor (visitorDayPrefix).
-	slices.SortFunc(keys, func(a, b memVisitor) int {
-		return cmp.Or(cmp.Compare(a.ds, b.ds), cmp.Compare(len(a.visitor), len(b.visitor)), strings.Compare(a.visitor, b.visitor))
-	})
-	var w *sstable.Writer
-	finish := func() error {
-		if w == nil {
-			return nil
+	slices.SortFunc(keys, func(a, b sortKey) int {
+		if c := cmp.Or(cmp.Compare(a.hi, b.hi), cmp.Compare(a.lo, b.lo)); c != 0 {
+			return c
 		}
-		err := w.Close()
-		w = nil
-		return err
+		return bytes.Compare(visitorBytes(snap.arena, snap.vis, a.num), visitorBytes(snap.arena, snap.vis, b.num))
+	})
+	order := make([]uint32, len(keys)) // visitor numbers in key order
+	for i, k := range keys {
+		order[i] = k.num
 	}
+	start := make([]uint32, len(snap.vis)+1) // by position in order: where its entries start
+	pos := make([]uint32, len(snap.vis))     // by visitor number: its position in order
+	for p, num := range order {
+		pos[num] = uint32(p)
+	}
+	entry := func(i uint32) *memEntry { return &snap.blocks[i/entryChunk][i%entryChunk] }
+	for i := range snap.n {
+		if e := entry(i); e.flags&entryRemoved == 0 {
+			start[pos[e.vis]+1]++
+		}
+	}
+	for p := 1; p < len(start); p++ {
+		start[p] += start[p-1]
+	}
+	grouped := make([]memEntry, start[len(start)-1])
+	next := slices.Clone(start[:len(start)-1])
+	for i := range snap.n {
+		if e := entry(i); e.flags&entryRemoved == 0 {
+			grouped[next[pos[e.vis]]] = *e
+			next[pos[e.vis]]++
+		}
+	}
+
+	var w *sstable.Writer
 	defer func() {
 		if w != nil {
 			_ = w.Close()
 		}
 	}()
-	var k, val []byte
-	for i, v := range keys {
-		if i == 0 || v.ds != keys[i-1].ds {
-			if err := finish(); err != nil {
-				return paths, err
+	var pfx, k, val []byte
+	lastDS := uint32(math.MaxUint32)
+	for p, num := range order {
+		s := grouped[start[p]:start[p+1]]
+		if len(s) == 0 {
+			continue
+		}
+		vb := visitorBytes(snap.arena, snap.vis, num)
+		ds := binary.BigEndian.Uint32(vb)
+		if w == nil || ds != lastDS {
+			if w != nil {
+				err, w = w.Close(), nil
+				if err != nil {
+					return paths, err
+				}
 			}
-			p := d.fs.PathJoin(d.dir, fmt.Sprintf("visitors-%d-%d.sst", day, v.ds))
-			f, err := d.fs.Create(p, vfs.WriteCategoryUnspecified)
+			path := d.fs.PathJoin(d.dir, fmt.Sprintf("visitors-%d-%d.sst", day, ds))
+			f, err := d.fs.Create(path, vfs.WriteCategoryUnspecified)
 			if err != nil {
 				return paths, err
 			}
-			paths = append(paths, p)
+			paths = append(paths, path)
 			w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), d.tableOptions)
+			lastDS = ds
 		}
-		for _, e := range md.visitors[v] {
-			k = visitorKey(k[:0], v.ds, v.visitor, e.ts, e.id)
-			val = append(appendBotMark(val[:0], e.bot), names[e.name]...)
+		if !slices.IsSortedFunc(s, func(a, b memEntry) int { return a.compare(&b) }) {
+			slices.SortFunc(s, func(a, b memEntry) int { return a.compare(&b) })
+		}
+		pfx = visitorDayPrefix(pfx[:0], ds, day, string(vb[6:]))
+		for i := range s {
+			k = append(appendTS(append(k[:0], pfx...), s[i].ts), s[i].id[:]...)
+			val = append(appendBotMark(val[:0], s[i].bot()), names[s[i].name]...)
 			if err := w.Set(k, val); err != nil {
 				return paths, err
 			}
 		}
 	}
-	return paths, finish()
+	if w != nil {
+		err, w = w.Close(), nil
+	}
+	return paths, err
 }
 
 // switchVisitorDay ingests a sealing day's tables and moves the day to
 // Pebble: with no commit in flight (commitMu) and no reader opening
-// (mu), the late entries and the new record go in one synced batch, then
-// the day leaves memory.
+// (mu), the entries added since the tables' snapshot and the new record
+// go in one synced batch, then the day leaves memory.
 func (d *DB) switchVisitorDay(day uint32, md *memDay, paths []string) error {
 	m := d.vmem
 	m.commitMu.Lock()
@@ -239,9 +299,14 @@ func (d *DB) switchVisitorDay(day uint32, md *memDay, paths []string) error {
 	b := d.db.NewBatch()
 	defer b.Close()
 	var k, val []byte
-	for _, l := range md.late {
-		k = visitorKey(k[:0], l.v.ds, l.v.visitor, l.e.ts, l.e.id)
-		val = append(appendBotMark(val[:0], l.e.bot), m.names[l.e.name]...)
+	for i := md.sealN; i < md.n; i++ {
+		e := md.entry(i)
+		if e.flags&entryRemoved != 0 {
+			continue
+		}
+		ds, vis := md.visitor(e.vis)
+		k = visitorKey(k[:0], ds, string(vis), e.ts, e.id)
+		val = append(appendBotMark(val[:0], e.bot()), m.names[e.name]...)
 		_ = b.Set(k, val, nil)
 	}
 	_ = b.Set(visitorDaysKey, m.encodeDays(), nil)
@@ -250,6 +315,6 @@ func (d *DB) switchVisitorDay(day uint32, md *memDay, paths []string) error {
 		return err
 	}
 	delete(m.days, day)
-	m.entries -= md.entries
+	m.entries -= int(md.n)
 	return nil
 }
