@@ -108,7 +108,7 @@ const entryChunk = 1 << 15
 type memDay struct {
 	heads  map[uint64]uint32 // 1 + index of the newest entry
 	blocks [][]memEntry
-	n      uint32   // entries added, removed ones included
+	n      uint32 // entries added, removed ones included
 	// arena holds each visitor once as ds (4 bytes), len (2), visitor:
 	// its key order is the index's (visitorDayPrefix). vis is the arena
 	// offset of each visitor number, in the order added.
