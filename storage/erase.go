@@ -95,6 +95,13 @@ func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) 
 // under mu, so none sees the entries without their records. Callers hold
 // sealMu.
 func (d *DB) commitRemovingVisitors(b *Batch, remove map[memVisitor]map[ID]bool) error {
+	n := 0
+	for _, ids := range remove {
+		n += len(ids)
+	}
+	if n == 0 {
+		return b.Commit(true) // nothing in memory: readers and commits need not wait
+	}
 	m := d.vmem
 	m.mu.Lock()
 	defer m.mu.Unlock()
