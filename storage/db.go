@@ -278,6 +278,8 @@ func (d *DB) DeleteDatasets(ds ...uint32) error {
 			}
 		}
 	}
+	m.commitMu.Lock() // no commit between its write and its memory add
+	defer m.commitMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := d.commit(b, pebble.Sync); err != nil {

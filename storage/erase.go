@@ -34,40 +34,13 @@ type visitorEntry struct {
 func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) (int, error) {
 	erased := map[ID]bool{}
 	days := map[int64]map[string]bool{} // day start -> names whose rollups need rebuilding
-	m := d.vmem
-	m.sealMu.Lock() // no day moves from memory to Pebble meanwhile
-	defer m.sealMu.Unlock()
 	for {
-		chunk, err := d.visitorChunk(ds, visitor)
+		n, err := d.eraseChunk(ds, visitor, erased, days)
 		if err != nil {
 			return len(erased), err
 		}
-		if len(chunk) == 0 {
+		if n == 0 {
 			break
-		}
-		b := d.NewBatch()
-		inMem := map[ID]bool{}
-		for _, en := range chunk {
-			_ = b.b.Delete(eventKey(nil, ds, en.id), nil)
-			_ = b.b.Delete(timeKey(nil, ds, en.ts, en.id), nil)
-			_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, en.name), en.ts), en.id[:]...), nil)
-			if m.inMemory(visitorDay(en.ts)) {
-				inMem[en.id] = true
-			} else {
-				_ = b.b.Delete(visitorKey(nil, ds, visitor, en.ts, en.id), nil)
-			}
-			b.addCount(ds, en.name, en.bot, en.ts, -1)
-			day := floorTo(en.ts, dayMs)
-			if days[day] == nil {
-				days[day] = map[string]bool{}
-			}
-			days[day][seriesName(en.name, en.bot)] = true
-			erased[en.id] = true
-		}
-		err = d.commitRemovingVisitors(b, map[memVisitor]map[ID]bool{{ds, visitor}: inMem})
-		b.Close()
-		if err != nil {
-			return len(erased), err
 		}
 		if progress != nil {
 			progress(len(erased))
@@ -90,9 +63,45 @@ func (d *DB) EraseVisitor(ds uint32, visitor string, progress func(erased int)) 
 	return len(erased), nil
 }
 
+// eraseChunk deletes the first eraseChunk events left of visitor with their
+// index entries and counts, noting them in erased and their days in days;
+// it reports how many. It holds the sealer off for its chunk only.
+func (d *DB) eraseChunk(ds uint32, visitor string, erased map[ID]bool, days map[int64]map[string]bool) (int, error) {
+	m := d.vmem
+	m.sealMu.Lock() // no day moves from memory to Pebble meanwhile
+	defer m.sealMu.Unlock()
+	chunk, err := d.visitorChunk(ds, visitor)
+	if err != nil || len(chunk) == 0 {
+		return 0, err
+	}
+	b := d.NewBatch()
+	defer b.Close()
+	inMem := map[ID]bool{}
+	for _, en := range chunk {
+		_ = b.b.Delete(eventKey(nil, ds, en.id), nil)
+		_ = b.b.Delete(timeKey(nil, ds, en.ts, en.id), nil)
+		_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, en.name), en.ts), en.id[:]...), nil)
+		// Also for a memory day: a stale key of it (the previous build's, a
+		// crashed seal's) must not come back when the day is sealed.
+		_ = b.b.Delete(visitorKey(nil, ds, visitor, en.ts, en.id), nil)
+		if m.inMemory(visitorDay(en.ts)) {
+			inMem[en.id] = true
+		}
+		b.addCount(ds, en.name, en.bot, en.ts, -1)
+		day := floorTo(en.ts, dayMs)
+		if days[day] == nil {
+			days[day] = map[string]bool{}
+		}
+		days[day][seriesName(en.name, en.bot)] = true
+		erased[en.id] = true
+	}
+	return len(chunk), d.commitRemovingVisitors(b, map[memVisitor]map[ID]bool{{ds, visitor}: inMem})
+}
+
 // commitRemovingVisitors commits b (synced) and takes the entries of
-// memory days it erases out of memory, as one step for readers: they open
-// under mu, so none sees the entries without their records. Callers hold
+// memory days it erases out of memory, as one step for readers (they open
+// under mu, so none sees the entries without their records) and for
+// commits (none is between its write and its memory add). Callers hold
 // sealMu.
 func (d *DB) commitRemovingVisitors(b *Batch, remove map[memVisitor]map[ID]bool) error {
 	n := 0
@@ -102,7 +111,11 @@ func (d *DB) commitRemovingVisitors(b *Batch, remove map[memVisitor]map[ID]bool)
 	if n == 0 {
 		return b.Commit(true) // nothing in memory: readers and commits need not wait
 	}
+	// commitMu too: a commit in flight may have written an event this
+	// batch deletes and not yet added its entry to memory.
 	m := d.vmem
+	m.commitMu.Lock()
+	defer m.commitMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := b.Commit(true); err != nil {

@@ -295,7 +295,8 @@ func (m *profileMerger) Finish(bool) ([]byte, io.Closer, error) {
 // profileReader reads profiles and links from one consistent snapshot.
 type profileReader struct {
 	r      pebble.Reader
-	mem    *visitorMem // DB.vmem; the visitor index of recent days
+	live   pebble.Reader // the store itself, for the visitor index: its memory days match the store, not r when r is a snapshot
+	mem    *visitorMem   // DB.vmem; the visitor index of recent days
 	ds     uint32
 	legacy bool // DB.legacyVisitors
 }
@@ -359,7 +360,11 @@ func (pr profileReader) component(id string) (ids []string, truncated bool, err 
 
 // visitorSpan is the time of the oldest and newest visitor index entry of a visitor.
 func (pr profileReader) visitorSpan(id string) (first, last int64, ok bool, err error) {
-	it, err := openVisitor(pr.r, pr.mem, pr.legacy, pr.ds, id, 0, math.MaxInt64)
+	r := pr.live
+	if r == nil {
+		r = pr.r
+	}
+	it, err := openVisitor(r, pr.mem, pr.legacy, pr.ds, id, 0, math.MaxInt64)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -387,7 +392,7 @@ func (pr profileReader) visitorSpan(id string) (first, last int64, ok bool, err 
 func (d *DB) Profile(ds uint32, id string) (Profile, error) {
 	snap := d.db.NewSnapshot()
 	defer snap.Close()
-	pr := profileReader{r: snap, mem: d.vmem, ds: ds, legacy: d.legacyVisitors}
+	pr := profileReader{r: snap, live: d.db, mem: d.vmem, ds: ds, legacy: d.legacyVisitors}
 	ids, truncated, err := pr.component(id)
 	if err != nil {
 		return Profile{}, err

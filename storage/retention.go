@@ -17,54 +17,8 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 	tp := appendDataset(nil, prefixTime, ds)
 	lo, hi := rangeBounds(tp, 0, cutoff-1)
 	n := 0
-	m := d.vmem
-	m.sealMu.Lock() // no day moves from memory to Pebble meanwhile
-	defer m.sealMu.Unlock()
 	for {
-		// Point deletes for what is keyed by id, name or visitor; the time
-		// index itself goes with one range deletion at the end.
-		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-		if err != nil {
-			return n, err
-		}
-		rr, err := d.NewRecordReader(ds)
-		if err != nil {
-			_ = it.Close()
-			return n, err
-		}
-		b := d.NewBatch()
-		inMem := map[memVisitor]map[ID]bool{}
-		count := 0
-		var last []byte
-		for it.First(); it.Valid() && count < eraseChunk; it.Next() {
-			ts, id, ok := tsIDSuffix(it.Key())
-			if !ok {
-				continue
-			}
-			e, err := rr.Get(id)
-			if err == nil {
-				_ = b.b.Delete(eventKey(nil, ds, id), nil)
-				_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, e.Name), ts), id[:]...), nil)
-				switch v := (memVisitor{ds, e.VisitorID}); {
-				case !e.HasVisitor:
-				case m.inMemory(visitorDay(ts)):
-					if inMem[v] == nil {
-						inMem[v] = map[ID]bool{}
-					}
-					inMem[v][id] = true
-				default:
-					_ = b.b.Delete(visitorKey(nil, ds, e.VisitorID, ts, id), nil)
-				}
-			}
-			_ = b.b.Delete(it.Key(), nil)
-			last = append(last[:0], it.Key()...)
-			count++
-		}
-		err = errors.Join(it.Close(), rr.Close())
-		if err == nil {
-			err = d.commitRemovingVisitors(b, inMem)
-		}
-		b.Close()
+		count, last, err := d.expireChunk(ds, lo, hi)
 		if err != nil {
 			return n, err
 		}
@@ -90,6 +44,58 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 		}
 	}
 	return n, d.commit(b, pebble.Sync)
+}
+
+// expireChunk deletes the first eraseChunk events of the time index range
+// [lo, hi) of ds with their index entries, and reports how many and the
+// last time key. It holds the sealer off for its chunk only, so that a long
+// expiry does not keep a day in memory past its bound.
+func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err error) {
+	m := d.vmem
+	m.sealMu.Lock() // no day moves from memory to Pebble meanwhile
+	defer m.sealMu.Unlock()
+	// Point deletes for what is keyed by id, name or visitor; the time
+	// index itself goes with one range deletion at the end.
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return 0, nil, err
+	}
+	rr, err := d.NewRecordReader(ds)
+	if err != nil {
+		_ = it.Close()
+		return 0, nil, err
+	}
+	b := d.NewBatch()
+	defer b.Close()
+	inMem := map[memVisitor]map[ID]bool{}
+	for it.First(); it.Valid() && count < eraseChunk; it.Next() {
+		ts, id, ok := tsIDSuffix(it.Key())
+		if !ok {
+			continue
+		}
+		if e, err := rr.Get(id); err == nil {
+			_ = b.b.Delete(eventKey(nil, ds, id), nil)
+			_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, e.Name), ts), id[:]...), nil)
+			if e.HasVisitor {
+				// Also for a memory day: a stale key of it (the previous
+				// build's, a crashed seal's) must not outlive the event.
+				_ = b.b.Delete(visitorKey(nil, ds, e.VisitorID, ts, id), nil)
+				if v := (memVisitor{ds, e.VisitorID}); m.inMemory(visitorDay(ts)) {
+					if inMem[v] == nil {
+						inMem[v] = map[ID]bool{}
+					}
+					inMem[v][id] = true
+				}
+			}
+		}
+		_ = b.b.Delete(it.Key(), nil)
+		last = append(last[:0], it.Key()...)
+		count++
+	}
+	if err := errors.Join(it.Close(), rr.Close()); err != nil {
+		return 0, nil, err
+	}
+	return count, last, d.commitRemovingVisitors(b, inMem)
 }
 
 // eachNamePrefix calls fn with "p ds len name" for every event name that has

@@ -196,10 +196,16 @@ func (md *memDay) collect(h uint64, v memVisitor, keep func(i uint32) bool) []me
 		}
 	})
 	slices.Reverse(s)
+	return sortEntries(s)
+}
+
+// sortEntries puts entries in key order and drops repeats: an event
+// committed twice (two imports of one id racing) is one key in Pebble.
+func sortEntries(s []memEntry) []memEntry {
 	if !slices.IsSortedFunc(s, func(a, b memEntry) int { return a.compare(&b) }) {
 		slices.SortFunc(s, func(a, b memEntry) int { return a.compare(&b) })
 	}
-	return s
+	return slices.CompactFunc(s, func(a, b memEntry) bool { return a.compare(&b) == 0 })
 }
 
 // pendingVisitor is an entry of a batch that is not committed yet.
@@ -402,6 +408,10 @@ func (m *visitorMem) decodeDays(v []byte) error {
 	m.first = binary.BigEndian.Uint32(v)
 	for v = v[4:]; len(v) > 0; v = v[4:] {
 		m.sealed[binary.BigEndian.Uint32(v)] = true
+	}
+	for m.sealed[m.first] { // never written so, but first must be a memory day
+		delete(m.sealed, m.first)
+		m.first++
 	}
 	return nil
 }

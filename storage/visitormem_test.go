@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // memModel is what a visitor index must return: every entry written, per
@@ -204,11 +206,11 @@ func TestVisitorMem(t *testing.T) {
 		t.Fatal("no entry added while the day was written")
 	}
 	m.check(db.DB, "while the day is written")
-	paths, err := db.writeVisitorTables(first+2, snap, mem.names)
+	paths, datasets, err := db.writeVisitorTables(first+2, snap, mem.names)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.switchVisitorDay(first+2, md, paths); err != nil {
+	if err := db.switchVisitorDay(first+2, md, paths, datasets); err != nil {
 		t.Fatal(err)
 	}
 	m.check(db.DB, "after the switch")
@@ -225,7 +227,7 @@ func TestVisitorMem(t *testing.T) {
 	mem.mu.Lock()
 	snap = md.snapshot()
 	mem.mu.Unlock()
-	paths, err = db.writeVisitorTables(f, snap, mem.names)
+	paths, _, err = db.writeVisitorTables(f, snap, mem.names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,5 +364,102 @@ func TestMemDayHashCollision(t *testing.T) {
 	})
 	if got := ts(a); !slices.Equal(got, []int64{95, 100}) {
 		t.Fatalf("a after a removal: %v", got)
+	}
+}
+
+// memEvent is an event of visitor on day at second s.
+func memEvent(n uint64, day uint32, s int64, visitor string) *Event {
+	ts := int64(day)*dayMs + s*1000
+	return &Event{ID: testID(n), Timestamp: ts, CreatedAt: ts, Name: "x", VisitorID: visitor, HasVisitor: true, Properties: []byte(`{}`)}
+}
+
+// TestVisitorMemEraseAfterACrashedSeal: a crash after a day's tables were
+// ingested leaves their keys in Pebble; a visitor erased after it must
+// not come back when the day is sealed again (found in review).
+func TestVisitorMemEraseAfterACrashedSeal(t *testing.T) {
+	db := openTestDB(t, "")
+	m := db.vmem
+	f := memFirst(db.DB)
+	for i := range 5 {
+		commitEvents(t, db.DB, 1, memEvent(uint64(i+1), f, int64(i), "victim"))
+	}
+	commitEvents(t, db.DB, 1, memEvent(9, f, 9, "other"))
+	m.mu.Lock()
+	snap := m.days[f].snapshot()
+	m.mu.Unlock()
+	paths, _, err := db.writeVisitorTables(f, snap, m.names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Pebble().Ingest(t.Context(), paths); err != nil {
+		t.Fatal(err)
+	}
+	db = db.reopen(t)
+	if _, err := db.EraseVisitor(1, "victim", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.sealVisitorDay(f); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.VisitorsEvents(1, []string{"victim", "other"}, 0, math.MaxInt64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got["victim"]) != 0 || len(got["other"]) != 1 {
+		t.Fatalf("after erasure and seal: victim %v, other %v", got["victim"], got["other"])
+	}
+}
+
+// TestVisitorMemSameEventTwice: an event committed twice (two imports of
+// one id racing) is one entry, and its day still seals (found in review).
+func TestVisitorMemSameEventTwice(t *testing.T) {
+	db := openTestDB(t, "")
+	f := memFirst(db.DB)
+	e := memEvent(1, f, 1, "v")
+	commitEvents(t, db.DB, 1, e)
+	commitEvents(t, db.DB, 1, e)
+	if got := walkEntries(t, db.DB, "v", 0, math.MaxInt64, false); len(got) != 1 {
+		t.Fatalf("%d entries, want 1: %v", len(got), got)
+	}
+	if err := db.sealVisitorDay(f); err != nil {
+		t.Fatalf("seal: %v", err)
+	}
+	if got := walkEntries(t, db.DB, "v", 0, math.MaxInt64, false); len(got) != 1 {
+		t.Fatalf("%d entries after the seal, want 1: %v", len(got), got)
+	}
+}
+
+// TestVisitorMemExpiryDuringACommit: retention that runs between a
+// commit's write and its memory add waits for the add, so no entry of
+// the expired event is left to be sealed (found in review).
+func TestVisitorMemExpiryDuringACommit(t *testing.T) {
+	db := openTestDB(t, "")
+	m := db.vmem
+	f := memFirst(db.DB)
+	e := memEvent(1, f, 1, "v")
+	b := db.NewBatch()
+	defer b.Close()
+	b.AddEvent(1, e)
+	pending := b.visitors
+	b.visitors = nil
+	m.commitMu.RLock() // Batch.Commit, replayed by hand: the Pebble write...
+	if err := db.commit(b.b, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.ExpireBefore(1, e.Timestamp+1)
+		done <- err
+	}()
+	m.add(pending) // ... then the memory add
+	m.commitMu.RUnlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.sealVisitorDay(f); err != nil {
+		t.Fatal(err)
+	}
+	if got := walkEntries(t, db.DB, "v", 0, math.MaxInt64, false); len(got) != 0 {
+		t.Fatalf("the expired event's entry is left: %v", got)
 	}
 }

@@ -78,6 +78,12 @@ func (d *DB) sealDue(now time.Time) error {
 		if err := d.sealVisitorDay(day); err != nil {
 			return err
 		}
+		m.mu.Lock()
+		stuck := m.inMemory(day)
+		m.mu.Unlock()
+		if stuck { // cannot happen; never spin on it
+			return fmt.Errorf("day %d still in memory after its seal", day)
+		}
 	}
 }
 
@@ -151,9 +157,9 @@ func (d *DB) sealVisitorDay(day uint32) error {
 	names := m.names
 	m.mu.Unlock()
 
-	paths, err := d.writeVisitorTables(day, snap, names)
+	paths, datasets, err := d.writeVisitorTables(day, snap, names)
 	if err == nil {
-		err = d.switchVisitorDay(day, md, paths)
+		err = d.switchVisitorDay(day, md, paths, datasets)
 	}
 	for _, p := range paths {
 		_ = d.fs.Remove(p) // ingested files are linked into the store; what is left is ours
@@ -170,7 +176,7 @@ func (d *DB) sealVisitorDay(day uint32) error {
 // dataset in key order and returns their paths: the visitors sorted by
 // their arena bytes (which order as the keys do), each visitor's entries
 // grouped by a counting sort and put in key order.
-func (d *DB) writeVisitorTables(day uint32, snap daySnapshot, names []string) (paths []string, err error) {
+func (d *DB) writeVisitorTables(day uint32, snap daySnapshot, names []string) (paths []string, datasets []uint32, err error) {
 	// Sorted by a fixed-size key (dataset and length, then the first 8
 	// bytes of the id) that decides most comparisons without reading the
 	// arena: with a million one-event visitors the arena reads were most
@@ -239,46 +245,78 @@ func (d *DB) writeVisitorTables(day uint32, snap daySnapshot, names []string) (p
 			if w != nil {
 				err, w = w.Close(), nil
 				if err != nil {
-					return paths, err
+					return paths, datasets, err
 				}
 			}
 			path := d.fs.PathJoin(d.dir, fmt.Sprintf("visitors-%d-%d.sst", day, ds))
 			f, err := d.fs.Create(path, vfs.WriteCategoryUnspecified)
 			if err != nil {
-				return paths, err
+				return paths, datasets, err
 			}
 			paths = append(paths, path)
+			datasets = append(datasets, ds)
 			w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), d.tableOptions)
 			lastDS = ds
 		}
-		if !slices.IsSortedFunc(s, func(a, b memEntry) int { return a.compare(&b) }) {
-			slices.SortFunc(s, func(a, b memEntry) int { return a.compare(&b) })
-		}
+		s = sortEntries(s)
 		pfx = visitorDayPrefix(pfx[:0], ds, day, string(vb[6:]))
 		for i := range s {
 			k = append(appendTS(append(k[:0], pfx...), s[i].ts), s[i].id[:]...)
 			val = append(appendBotMark(val[:0], s[i].bot()), names[s[i].name]...)
 			if err := w.Set(k, val); err != nil {
-				return paths, err
+				return paths, datasets, err
 			}
 		}
 	}
 	if w != nil {
 		err, w = w.Close(), nil
 	}
-	return paths, err
+	return paths, datasets, err
+}
+
+// clearStaleVisitorKeys range-deletes the day's W keys of the datasets
+// that have any, before the day's tables go in: Pebble may hold keys of a
+// memory day that readers skip (the previous build wrote today's keys; a
+// crash after an ingest left its tables), and one of them may belong to an
+// event that is gone since (erased, or an unsynced commit lost). It seeks
+// once per dataset; there is usually nothing to delete, and then no range
+// deletion is written (it would make compactions rewrite the ingested day).
+func (d *DB) clearStaleVisitorKeys(day uint32, datasets []uint32) error {
+	b := d.db.NewBatch()
+	defer b.Close()
+	for _, ds := range datasets {
+		lo, hi := visitorDayBound(ds, day), prefixEnd(visitorDayBound(ds, day))
+		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return err
+		}
+		stale := it.First()
+		if err := it.Close(); err != nil {
+			return err
+		}
+		if stale {
+			_ = b.DeleteRange(lo, hi, nil)
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	return d.commit(b, pebble.NoSync)
 }
 
 // switchVisitorDay ingests a sealing day's tables and moves the day to
 // Pebble: with no commit in flight (commitMu) and no reader opening
 // (mu), the entries added since the tables' snapshot and the new record
 // go in one synced batch, then the day leaves memory.
-func (d *DB) switchVisitorDay(day uint32, md *memDay, paths []string) error {
+func (d *DB) switchVisitorDay(day uint32, md *memDay, paths []string, datasets []uint32) error {
 	m := d.vmem
 	m.commitMu.Lock()
 	defer m.commitMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := d.clearStaleVisitorKeys(day, datasets); err != nil {
+		return err
+	}
 	if len(paths) > 0 {
 		if err := d.apply(func() error { return d.db.Ingest(context.Background(), paths) }); err != nil {
 			return err
