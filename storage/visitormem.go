@@ -19,9 +19,10 @@ import (
 // (visitor first), so each memtable flush overlapped the whole day's
 // partition and compaction rewrote it again and again: on a fresh store
 // the W keys were 40% of the storage CPU per event. A day in memory is
-// written once, when it is over, as one sorted sstable ingested straight
-// into the bottom level (visitorseal.go): eventd-keycost measured 25% less
-// storage CPU per event for that (docs/benchmarks.md).
+// written once, when it is over, as one sorted sstable per dataset
+// ingested straight into the bottom level (visitorseal.go): eventd-keycost
+// measured 25-36% less storage CPU per event, the seal included
+// (docs/benchmarks.md, session 8).
 //
 // Which days are in memory: every day from first on, except the days in
 // sealed (days sealed early because memory reached its bound, whose later
@@ -34,9 +35,11 @@ import (
 // A commit decides per entry, under commitMu shared, whether it goes to
 // memory or to a W key, and adds its memory entries after it committed;
 // sealing a day takes commitMu exclusively to switch the day to Pebble, so
-// no commit decides for a day that is switching. Readers take mu while they
-// open their Pebble iterator and copy their visitor's memory entries, so
-// they see a day either in memory or in Pebble, never both or neither.
+// no commit decides for a day that is switching; erasure, retention and
+// dataset deletion take it too, so that no commit is between its write and
+// its memory add while they delete. Readers take mu while they open their
+// Pebble iterator and copy their visitor's memory entries, so they see a
+// day either in memory or in Pebble, never both or neither.
 type visitorMem struct {
 	commitMu sync.RWMutex
 	// sealMu runs one seal at a time and keeps erasure, retention and
