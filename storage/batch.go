@@ -122,7 +122,7 @@ func (b *Batch) Commit(sync bool) error {
 				continue
 			}
 			k := visitorKey(b.scratch[:0], p.v.ds, p.v.visitor, p.e.ts, p.e.id)
-			v := append(appendBotMark(k[len(k):], p.e.bot()), p.n...)
+			v := visitorValue(k[len(k):], p.e.bot(), p.n)
 			_ = b.b.Set(k, v, nil)
 			b.scratch = v[:0]
 		}

@@ -117,10 +117,6 @@ type memDay struct {
 	// offset of each visitor number, in the order added.
 	arena []byte
 	vis   []uint32
-	// sealing is set while the day is written to sstables: the entries
-	// below sealN go to the tables, later ones with the switch.
-	sealing bool
-	sealN   uint32
 }
 
 func newMemDay() *memDay { return &memDay{heads: map[uint64]uint32{}} }
@@ -145,17 +141,29 @@ func (md *memDay) is(num uint32, v memVisitor) bool {
 	return ds == v.ds && string(vis) == v.visitor
 }
 
+// number finds v's visitor number on the chain of hash h (usually its
+// head: a chain holds more than one visitor only when hashes collide).
+func (md *memDay) number(h uint64, v memVisitor) (uint32, bool) {
+	for i := md.heads[h]; i != 0; {
+		e := md.entry(i - 1)
+		if md.is(e.vis, v) {
+			return e.vis, true
+		}
+		i = e.prev
+	}
+	return 0, false
+}
+
 // each calls fn with the index of every entry of v that is not removed,
 // newest first.
 func (md *memDay) each(h uint64, v memVisitor, fn func(i uint32, e *memEntry)) {
-	var num uint32
-	found := false
+	num, ok := md.number(h, v)
+	if !ok {
+		return
+	}
 	for i := md.heads[h]; i != 0; {
 		e := md.entry(i - 1)
-		if !found && md.is(e.vis, v) {
-			num, found = e.vis, true
-		}
-		if found && e.vis == num && e.flags&entryRemoved == 0 {
+		if e.vis == num && e.flags&entryRemoved == 0 {
 			fn(i-1, e)
 		}
 		i = e.prev
@@ -165,16 +173,8 @@ func (md *memDay) each(h uint64, v memVisitor, fn func(i uint32, e *memEntry)) {
 // add appends one entry of v.
 func (md *memDay) add(h uint64, v memVisitor, e memEntry) {
 	head := md.heads[h]
-	num := uint32(math.MaxUint32)
-	for i := head; i != 0; {
-		x := md.entry(i - 1)
-		if md.is(x.vis, v) {
-			num = x.vis
-			break
-		}
-		i = x.prev
-	}
-	if num == math.MaxUint32 { // a new visitor
+	num, ok := md.number(h, v)
+	if !ok { // a new visitor
 		num = uint32(len(md.vis))
 		md.vis = append(md.vis, uint32(len(md.arena)))
 		md.arena = binary.BigEndian.AppendUint32(md.arena, v.ds)
@@ -190,14 +190,10 @@ func (md *memDay) add(h uint64, v memVisitor, e memEntry) {
 	md.heads[h] = md.n
 }
 
-// collect is v's entries in key order; fn, if not nil, filters them.
-func (md *memDay) collect(h uint64, v memVisitor, keep func(i uint32) bool) []memEntry {
+// collect is v's entries in key order.
+func (md *memDay) collect(h uint64, v memVisitor) []memEntry {
 	var s []memEntry
-	md.each(h, v, func(i uint32, e *memEntry) {
-		if keep == nil || keep(i) {
-			s = append(s, *e)
-		}
-	})
+	md.each(h, v, func(_ uint32, e *memEntry) { s = append(s, *e) })
 	slices.Reverse(s)
 	return sortEntries(s)
 }
@@ -293,7 +289,7 @@ func (m *visitorMem) view(ds uint32, visitor string, first, last uint32) memView
 		if day < first || day > last || !m.inMemory(day) {
 			continue
 		}
-		if s := md.collect(h, v, nil); len(s) > 0 {
+		if s := md.collect(h, v); len(s) > 0 {
 			mv.days = append(mv.days, memDayView{day: day, entries: s})
 		}
 	}
@@ -467,7 +463,8 @@ func (d *DB) rebuildVisitorMem() (int, error) {
 	defer m.mu.Unlock()
 	start := int64(m.first) * dayMs
 	n := 0
-	var seek []byte
+	var seek, lastPfx []byte
+	var name uint32
 	for valid := it.First(); valid; {
 		k := it.Key()
 		if len(k) < datasetPrefLen+1 || len(k) < datasetPrefLen+1+int(k[datasetPrefLen])+24 {
@@ -488,8 +485,12 @@ func (d *DB) rebuildVisitorMem() (int, error) {
 		}
 		visitor, bot := splitBot(it.Value())
 		if len(visitor) > 0 {
+			if !bytes.Equal(pfx, lastPfx) { // one name after the other: intern it once
+				lastPfx = append(lastPfx[:0], pfx...)
+				name = m.name(string(pfx[datasetPrefLen+1:]))
+			}
 			ds := binary.BigEndian.Uint32(k[1:datasetPrefLen])
-			e := memEntry{ts: ts, id: id, name: m.name(string(pfx[datasetPrefLen+1:]))}
+			e := memEntry{ts: ts, id: id, name: name}
 			if bot {
 				e.flags = entryBot
 			}

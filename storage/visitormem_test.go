@@ -55,27 +55,15 @@ func entryText(ts int64, id ID, name string, bot bool) string {
 	return fmt.Sprintf("%016x %x %s %v", ts, id, name, bot)
 }
 
-// walkEntries reads a visitor's entries in [from, to], forwards or backwards.
+// walkEntries reads a visitor's entries in [from, to], forwards or
+// backwards, as entryText, oldest first.
 func walkEntries(t *testing.T, db *DB, vis string, from, to int64, backwards bool) []string {
 	t.Helper()
-	it, err := newVisitorIter(db.Pebble(), db.vmem, 1, vis, from, to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
 	var out []string
-	step, ok := it.Next, it.First()
-	if backwards {
-		step, ok = it.Prev, it.Last()
-	}
-	for ; ok; ok = step() {
-		ts, id, _ := tsIDSuffix(it.Key())
-		name, bot := splitBot(it.Value())
+	walkIter(t, db, vis, from, to, backwards, func(ts int64, id ID, value []byte) {
+		name, bot := splitBot(value)
 		out = append(out, entryText(ts, id, string(name), bot))
-	}
-	if err := it.Error(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if backwards {
 		slices.Reverse(out)
 	}
@@ -198,11 +186,10 @@ func TestVisitorMem(t *testing.T) {
 	mem := db.vmem
 	mem.mu.Lock()
 	md := mem.days[first+2]
-	md.sealing, md.sealN = true, md.n
 	snap := md.snapshot()
 	mem.mu.Unlock()
 	m.write(db.DB, first+3, 60) // days first to first+5: some on first+2
-	if md.n == md.sealN {
+	if md.n == snap.n {
 		t.Fatal("no entry added while the day was written")
 	}
 	m.check(db.DB, "while the day is written")
@@ -210,7 +197,7 @@ func TestVisitorMem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.switchVisitorDay(first+2, md, paths, datasets); err != nil {
+	if err := db.switchVisitorDay(first+2, md, snap.n, paths, datasets); err != nil {
 		t.Fatal(err)
 	}
 	m.check(db.DB, "after the switch")
@@ -341,7 +328,7 @@ func TestMemDayHashCollision(t *testing.T) {
 	}
 	ts := func(v memVisitor) []int64 {
 		var out []int64
-		for _, e := range md.collect(7, v, nil) {
+		for _, e := range md.collect(7, v) {
 			out = append(out, e.ts)
 		}
 		return out

@@ -53,6 +53,11 @@ func visitorKey(dst []byte, ds uint32, visitor string, ts int64, id ID) []byte {
 	return append(appendTS(dst, ts), id[:]...)
 }
 
+// visitorValue is a visitor index value: the event name after a bot mark.
+func visitorValue(dst []byte, bot bool, name string) []byte {
+	return append(appendBotMark(dst, bot), name...)
+}
+
 // visitorDayBound is W ds day: the start of one day's partition.
 func visitorDayBound(ds, day uint32) []byte {
 	return binary.BigEndian.AppendUint32(appendDataset(nil, prefixVisitor, ds), day)
@@ -423,7 +428,7 @@ func (v *visitorIter) Value() []byte {
 		return v.it.Value()
 	}
 	e := &v.mem.days[v.mi].entries[v.ei]
-	v.val = append(appendBotMark(v.val[:0], e.bot()), v.mem.names[e.name]...)
+	v.val = visitorValue(v.val[:0], e.bot(), v.mem.names[e.name])
 	return v.val
 }
 

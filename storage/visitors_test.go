@@ -35,12 +35,20 @@ func visitorEntries(t *testing.T, db *DB, entries map[string][]int64) {
 // walk reads every timestamp a visitorIter yields, forwards or backwards.
 func walk(t *testing.T, db *DB, vis string, from, to int64, backwards bool) []int64 {
 	t.Helper()
+	var out []int64
+	walkIter(t, db, vis, from, to, backwards, func(ts int64, _ ID, _ []byte) { out = append(out, ts) })
+	return out
+}
+
+// walkIter calls fn with every entry a visitorIter yields, forwards or
+// backwards, and checks that it is valid exactly while it yields.
+func walkIter(t *testing.T, db *DB, vis string, from, to int64, backwards bool, fn func(ts int64, id ID, value []byte)) {
+	t.Helper()
 	it, err := newVisitorIter(db.Pebble(), db.vmem, 1, vis, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
-	var out []int64
 	step, ok := it.Next, it.First()
 	if backwards {
 		step, ok = it.Prev, it.Last()
@@ -49,8 +57,8 @@ func walk(t *testing.T, db *DB, vis string, from, to int64, backwards bool) []in
 		if !it.Valid() {
 			t.Fatal("a positioning returned true on an invalid iterator")
 		}
-		ts, _, _ := tsIDSuffix(it.Key())
-		out = append(out, ts)
+		ts, id, _ := tsIDSuffix(it.Key())
+		fn(ts, id, it.Value())
 	}
 	if it.Valid() {
 		t.Fatal("iterator still valid after a positioning returned false")
@@ -58,7 +66,6 @@ func walk(t *testing.T, db *DB, vis string, from, to int64, backwards bool) []in
 	if err := it.Error(); err != nil {
 		t.Fatal(err)
 	}
-	return out
 }
 
 // TestVisitorIter checks that a visitor's entries come back in timestamp

@@ -152,22 +152,16 @@ func (d *DB) sealVisitorDay(day uint32) error {
 		md = newMemDay()
 		m.days[day] = md
 	}
-	md.sealing, md.sealN = true, md.n
 	snap := md.snapshot()
 	names := m.names
 	m.mu.Unlock()
 
 	paths, datasets, err := d.writeVisitorTables(day, snap, names)
 	if err == nil {
-		err = d.switchVisitorDay(day, md, paths, datasets)
+		err = d.switchVisitorDay(day, md, snap.n, paths, datasets)
 	}
 	for _, p := range paths {
 		_ = d.fs.Remove(p) // ingested files are linked into the store; what is left is ours
-	}
-	if err != nil {
-		m.mu.Lock()
-		md.sealing = false
-		m.mu.Unlock()
 	}
 	return err
 }
@@ -262,7 +256,7 @@ func (d *DB) writeVisitorTables(day uint32, snap daySnapshot, names []string) (p
 		pfx = visitorDayPrefix(pfx[:0], ds, day, string(vb[6:]))
 		for i := range s {
 			k = append(appendTS(append(k[:0], pfx...), s[i].ts), s[i].id[:]...)
-			val = append(appendBotMark(val[:0], s[i].bot()), names[s[i].name]...)
+			val = visitorValue(val[:0], s[i].bot(), names[s[i].name])
 			if err := w.Set(k, val); err != nil {
 				return paths, datasets, err
 			}
@@ -306,9 +300,9 @@ func (d *DB) clearStaleVisitorKeys(day uint32, datasets []uint32) error {
 
 // switchVisitorDay ingests a sealing day's tables and moves the day to
 // Pebble: with no commit in flight (commitMu) and no reader opening
-// (mu), the entries added since the tables' snapshot and the new record
-// go in one synced batch, then the day leaves memory.
-func (d *DB) switchVisitorDay(day uint32, md *memDay, paths []string, datasets []uint32) error {
+// (mu), the entries added since the tables' snapshot (from index tabled
+// on) and the new record go in one synced batch, then the day leaves memory.
+func (d *DB) switchVisitorDay(day uint32, md *memDay, tabled uint32, paths []string, datasets []uint32) error {
 	m := d.vmem
 	m.commitMu.Lock()
 	defer m.commitMu.Unlock()
@@ -337,14 +331,14 @@ func (d *DB) switchVisitorDay(day uint32, md *memDay, paths []string, datasets [
 	b := d.db.NewBatch()
 	defer b.Close()
 	var k, val []byte
-	for i := md.sealN; i < md.n; i++ {
+	for i := tabled; i < md.n; i++ {
 		e := md.entry(i)
 		if e.flags&entryRemoved != 0 {
 			continue
 		}
 		ds, vis := md.visitor(e.vis)
 		k = visitorKey(k[:0], ds, string(vis), e.ts, e.id)
-		val = append(appendBotMark(val[:0], e.bot()), m.names[e.name]...)
+		val = visitorValue(val[:0], e.bot(), m.names[e.name])
 		_ = b.Set(k, val, nil)
 	}
 	_ = b.Set(visitorDaysKey, m.encodeDays(), nil)
