@@ -131,12 +131,23 @@ func (b *Batch) Commit(sync bool) error {
 	if sync {
 		opts = pebble.Sync
 	}
+	if seq != 0 {
+		// Readers wait for what Pebble publishes before this part is done
+		// (inflight.go).
+		b.db.inflight.begin(seq)
+	}
 	err := b.db.commit(b.b, opts)
+	if b.db.afterPublish != nil {
+		b.db.afterPublish()
+	}
 	if err == nil && seq != 0 {
 		b.db.derived.fold(seq, r)
 	}
 	if err == nil && len(mem) > 0 {
 		b.db.vmem.add(mem)
+	}
+	if seq != 0 {
+		b.db.inflight.end(seq)
 	}
 	clear(b.visitors) // drop the events' strings
 	b.visitors = b.visitors[:0]

@@ -72,8 +72,12 @@ type DB struct {
 	legacyVisitors bool
 	// vmem holds the visitor index of recent days (visitormem.go); sealer
 	// writes finished days to Pebble as ingested tables (visitorseal.go).
-	vmem         *visitorMem
-	sealer       *visitorSealer
+	vmem   *visitorMem
+	sealer *visitorSealer
+	// inflight holds the commits whose in-memory part (derived overlay,
+	// visitor memory) is not done yet; readers settle on it (inflight.go).
+	inflight     *inflight
+	afterPublish func() // a test's hook between a commit's Pebble part and its memory part
 	dir          string
 	fs           vfs.FS
 	tableOptions sstable.WriterOptions // the bottom level's, for ingested tables
@@ -131,8 +135,9 @@ func Open(dir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
+	commits := newInflight()
 	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
-		vmem: newVisitorMem(o.VisitorMemory), dir: dir, fs: opts.FS, now: time.Now,
+		vmem: newVisitorMem(o.VisitorMemory, commits), inflight: commits, dir: dir, fs: opts.FS, now: time.Now,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}
 	if err := d.openVisitorIndex(o); err != nil {
 		_ = db.Close()

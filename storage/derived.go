@@ -263,11 +263,14 @@ type view struct {
 	gens [2]*overlay // frozen (may be nil) and current at the snapshot
 }
 
-// view opens a consistent read; close it when done.
+// view opens a consistent read; close it when done. The commits the
+// snapshot sees are folded before the overlays are taken (inflight.go): a
+// fold after that could land in an overlay the view does not hold.
 func (dv *derived) view() *view {
 	dv.viewMu.RLock()
 	defer dv.viewMu.RUnlock()
 	v := &view{dv: dv, snap: dv.db.db.NewSnapshot()}
+	dv.db.inflight.settle(v.snap)
 	dv.mu.Lock()
 	v.gens = [2]*overlay{dv.frozen, dv.cur}
 	dv.mu.Unlock()

@@ -58,6 +58,9 @@ type visitorMem struct {
 	max  int           // entries before the fullest day is sealed early
 	kick chan struct{} // wakes the sealer when max is passed
 	seed maphash.Seed  // of the visitor hashes (memDay.heads)
+	// commits are the commits whose entries may not be added yet; a
+	// reader settles on them before it reads (inflight.go).
+	commits *inflight
 }
 
 // visitorDaysKey records first and the days sealed early.
@@ -214,12 +217,13 @@ type pendingVisitor struct {
 	n string // event name
 }
 
-func newVisitorMem(max int) *visitorMem {
+func newVisitorMem(max int, commits *inflight) *visitorMem {
 	if max <= 0 {
 		max = DefaultVisitorMemory
 	}
 	return &visitorMem{first: math.MaxUint32, sealed: map[uint32]bool{}, days: map[uint32]*memDay{},
-		nameIdx: map[string]uint32{}, max: max, kick: make(chan struct{}, 1), seed: maphash.MakeSeed()}
+		nameIdx: map[string]uint32{}, max: max, kick: make(chan struct{}, 1), seed: maphash.MakeSeed(),
+		commits: commits}
 }
 
 // hash is the chain of v's entries.

@@ -127,6 +127,7 @@ func newVisitorIter(r pebble.Reader, m *visitorMem, ds uint32, visitor string, f
 	if to < from {
 		v.first, v.last = 1, 0 // empty: every positioning fails
 	}
+	m.commits.settle(r)
 	// Under mu, so that a day moving from memory to Pebble is in exactly
 	// one of the two (visitorseal.go).
 	m.mu.Lock()
