@@ -131,23 +131,25 @@ func (b *Batch) Commit(sync bool) error {
 	if sync {
 		opts = pebble.Sync
 	}
+	var c *inflightCommit
 	if seq != 0 {
-		// Readers wait for what Pebble publishes before this part is done
-		// (inflight.go).
-		b.db.inflight.begin(seq)
+		// Readers that see this commit in Pebble before its memory part is
+		// done take its cells and entries from here (inflight.go).
+		c = &inflightCommit{seq: seq, r: r, mem: mem}
+		b.db.inflight.begin(c)
 	}
 	err := b.db.commit(b.b, opts)
 	if b.db.afterPublish != nil {
 		b.db.afterPublish()
 	}
 	if err == nil && seq != 0 {
-		b.db.derived.fold(seq, r)
+		b.db.derived.fold(seq, r, c)
 	}
 	if err == nil && len(mem) > 0 {
 		b.db.vmem.add(mem)
 	}
-	if seq != 0 {
-		b.db.inflight.end(seq)
+	if c != nil {
+		b.db.inflight.end(c)
 	}
 	clear(b.visitors) // drop the events' strings
 	b.visitors = b.visitors[:0]

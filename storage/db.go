@@ -75,7 +75,7 @@ type DB struct {
 	vmem   *visitorMem
 	sealer *visitorSealer
 	// inflight holds the commits whose in-memory part (derived overlay,
-	// visitor memory) is not done yet; readers settle on it (inflight.go).
+	// visitor memory) is not done yet, for readers (inflight.go).
 	inflight     *inflight
 	afterPublish func() // a test's hook between a commit's Pebble part and its memory part
 	dir          string
@@ -135,7 +135,7 @@ func Open(dir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	commits := newInflight()
+	commits := &inflight{}
 	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
 		vmem: newVisitorMem(o.VisitorMemory, commits), inflight: commits, dir: dir, fs: opts.FS, now: time.Now,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}

@@ -138,13 +138,17 @@ func newDerived(d *DB, log *slog.Logger, interval time.Duration) *derived {
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
-// fold adds a committed batch's cells (logged as L entry seq) to the overlay.
-func (dv *derived) fold(seq uint64, r *rollups) {
+// fold adds a committed batch's cells (logged as L entry seq) to the
+// overlay, and records which overlay took them in c (nil at replay).
+func (dv *derived) fold(seq uint64, r *rollups, c *inflightCommit) {
 	dv.mu.Lock()
 	for c, a := range r.cells {
 		dv.cur.add(c, a)
 	}
 	dv.cur.seqs = append(dv.cur.seqs, seq)
+	if c != nil {
+		c.into = dv.cur
+	}
 	big := dv.cur.buckets > maxOverlayBuckets
 	dv.mu.Unlock()
 	if big {
@@ -258,23 +262,55 @@ func (dv *derived) dropDatasets(ds []uint32) {
 // are included too, so a view never misses what was acknowledged before it
 // was opened, and never counts a bucket's delta twice.
 type view struct {
-	dv   *derived
-	snap *pebble.Snapshot
-	gens [2]*overlay // frozen (may be nil) and current at the snapshot
+	dv    *derived
+	snap  *pebble.Snapshot
+	gens  [2]*overlay // frozen (may be nil) and current at the snapshot
+	extra []seenCommit
 }
 
-// view opens a consistent read; close it when done. The commits the
-// snapshot sees are folded before the overlays are taken (inflight.go): a
-// fold after that could land in an overlay the view does not hold.
+// seenCommit is a commit the snapshot sees that was not folded when the
+// view was opened (inflight.go), with its cells as a private overlay. It
+// counts until it is folded into one of the view's gens.
+type seenCommit struct {
+	c *inflightCommit
+	o *overlay
+}
+
+// view opens a consistent read; close it when done.
 func (dv *derived) view() *view {
 	dv.viewMu.RLock()
 	defer dv.viewMu.RUnlock()
 	v := &view{dv: dv, snap: dv.db.db.NewSnapshot()}
-	dv.db.inflight.settle(v.snap)
+	// Under viewMu, before the gens are taken: a commit that ends after
+	// seen skips it was folded into cur, which no checkpoint can swap
+	// out before the gens below are taken.
+	dv.db.inflight.seen(v.snap, func(c *inflightCommit) {
+		o := newOverlay()
+		for cell, a := range c.r.cells {
+			o.add(cell, a)
+		}
+		o.compact()
+		v.extra = append(v.extra, seenCommit{c, o})
+	})
 	dv.mu.Lock()
 	v.gens = [2]*overlay{dv.frozen, dv.cur}
 	dv.mu.Unlock()
 	return v
+}
+
+// overlays calls fn with each overlay the view reads, under derived.mu: its
+// gens and the commits not folded into either of them yet.
+func (v *view) overlays(fn func(o *overlay)) {
+	for _, o := range v.gens {
+		if o != nil {
+			fn(o)
+		}
+	}
+	for _, x := range v.extra {
+		if into := x.c.into; into == nil || (into != v.gens[0] && into != v.gens[1]) {
+			fn(x.o)
+		}
+	}
 }
 
 func (v *view) close() { _ = v.snap.Close() }
@@ -285,16 +321,13 @@ func (v *view) eachBucket(ds uint32, name string, level byte, from, to int64, fn
 	k := seriesKey{ds, name, level}
 	v.dv.mu.Lock()
 	defer v.dv.mu.Unlock()
-	for _, o := range v.gens {
-		if o == nil {
-			continue
-		}
+	v.overlays(func(o *overlay) {
 		for start, b := range o.series[k] {
 			if start >= from && start < to {
 				fn(b)
 			}
 		}
-	}
+	})
 }
 
 // count is the overlay's part of the count of one series over [from, to).
@@ -308,16 +341,13 @@ func (v *view) count(ds uint32, name string, level byte, from, to int64) int64 {
 func (v *view) names(ds uint32, set map[string]bool) {
 	v.dv.mu.Lock()
 	defer v.dv.mu.Unlock()
-	for _, o := range v.gens {
-		if o == nil {
-			continue
-		}
+	v.overlays(func(o *overlay) {
 		for k := range o.series {
 			if name, _ := splitBot([]byte(k.name)); k.ds == ds && len(name) > 0 {
 				set[string(name)] = true
 			}
 		}
-	}
+	})
 }
 
 // DerivedBacklog is the number of counter and rollup buckets and of commits

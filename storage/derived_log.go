@@ -150,7 +150,7 @@ func (dv *derived) replayLog() (int, error) {
 		if err := decodeLog(it.Value(), r); err != nil {
 			return n, err
 		}
-		dv.fold(seq, r)
+		dv.fold(seq, r, nil)
 		dv.seq.Store(max(dv.seq.Load(), seq))
 		n++
 	}

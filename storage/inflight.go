@@ -7,63 +7,68 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// inflight tracks the commits Pebble may have published whose in-memory
-// part is not done yet: Batch.Commit folds a commit's counters into the
-// derived overlay and adds its visitor entries to memory only after
-// Pebble's commit returns. Until then a list could show an event that the
-// total or the visitor's list does not count yet, and a starved goroutine
-// can hold that window open across requests. A reader settles first: it
-// waits for the commits in flight whose L entry its Pebble view already
-// sees, so whatever it reads from Pebble, the memory it reads holds too.
+// inflight tracks the commits whose in-memory part is not done yet.
+// Batch.Commit folds a commit's cells into the derived overlay and adds its
+// visitor entries to memory after Pebble's commit returns, and Pebble makes
+// a batch visible before its WAL sync completes: for up to an fsync, and
+// longer on a starved process, a list could show an event that the total
+// or the visitor's list did not count yet. A reader instead looks up which
+// commits in flight its Pebble view already sees and takes their cells and
+// entries from here, without waiting for them.
 //
 // A commit is named by the sequence number of its L entry: every commit
 // that carries events has one, and a checkpoint deletes an L entry only
 // after its commit is folded.
 type inflight struct {
 	mu      sync.Mutex
-	done    sync.Cond // signalled when a commit ends while someone waits
-	seqs    []uint64
-	waiters int
+	commits []*inflightCommit
 }
 
-func newInflight() *inflight {
-	f := &inflight{}
-	f.done.L = &f.mu
-	return f
+// inflightCommit is one commit between Batch.Commit's begin and end. Its
+// fields are not changed while it is registered, except into.
+type inflightCommit struct {
+	seq uint64
+	r   *rollups         // its derived cells
+	mem []pendingVisitor // its visitor entries of days in memory
+	// into is the overlay its cells were folded into, nil before; written
+	// and read under derived.mu.
+	into *overlay
 }
 
 // begin registers a commit before it goes to Pebble.
-func (f *inflight) begin(seq uint64) {
+func (f *inflight) begin(c *inflightCommit) {
 	f.mu.Lock()
-	f.seqs = append(f.seqs, seq)
+	f.commits = append(f.commits, c)
 	f.mu.Unlock()
 }
 
 // end unregisters a commit once its in-memory part is done or it failed.
-func (f *inflight) end(seq uint64) {
+func (f *inflight) end(c *inflightCommit) {
 	f.mu.Lock()
-	if i := slices.Index(f.seqs, seq); i >= 0 {
-		f.seqs = slices.Delete(f.seqs, i, i+1)
-	}
-	if f.waiters > 0 {
-		f.done.Broadcast()
+	if i := slices.Index(f.commits, c); i >= 0 {
+		f.commits = slices.Delete(f.commits, i, i+1)
 	}
 	f.mu.Unlock()
 }
 
-// settle waits until every commit in flight that r sees has ended. The
-// commits r does not see yet are not waited for: what the reader then reads
-// of them from memory is newer than its Pebble view, which readers of
-// derived data already allow (a view may count a commit it cannot list).
-// A key that cannot be read counts as seen: waiting is always safe, as the
-// commit ends within its few steps after Pebble's.
-func (f *inflight) settle(r pebble.Reader) {
+// seen calls fn for each commit in flight whose L entry r sees, while the
+// commit is still registered, so fn may read its cells and entries. A
+// commit that ended meanwhile is skipped: it finished its in-memory part
+// first, so a reader that takes memory after seen finds it there. A key
+// that cannot be read counts as seen: a commit that is not visible yet only
+// adds what the reader may count early (readers of memory already do).
+func (f *inflight) seen(r pebble.Reader, fn func(c *inflightCommit)) {
 	f.mu.Lock()
-	pending := slices.Clone(f.seqs)
+	if len(f.commits) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	pending := slices.Clone(f.commits)
 	f.mu.Unlock()
 	var key []byte
-	for _, seq := range pending {
-		key = logKey(key[:0], seq)
+	visible := pending[:0]
+	for _, c := range pending {
+		key = logKey(key[:0], c.seq)
 		_, closer, err := r.Get(key)
 		if err == pebble.ErrNotFound {
 			continue
@@ -71,17 +76,16 @@ func (f *inflight) settle(r pebble.Reader) {
 		if err == nil {
 			_ = closer.Close()
 		}
-		f.wait(seq)
+		visible = append(visible, c)
 	}
-}
-
-// wait blocks until seq is no longer in flight.
-func (f *inflight) wait(seq uint64) {
+	if len(visible) == 0 {
+		return
+	}
 	f.mu.Lock()
-	f.waiters++
-	for slices.Contains(f.seqs, seq) {
-		f.done.Wait()
+	defer f.mu.Unlock()
+	for _, c := range visible {
+		if slices.Contains(f.commits, c) {
+			fn(c)
+		}
 	}
-	f.waiters--
-	f.mu.Unlock()
 }

@@ -2,86 +2,120 @@ package storage
 
 import (
 	"math"
-	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
 
-// TestReadersSettleOnCommitsInFlight holds a commit between Pebble's
-// publish and its memory part (derived fold, visitor entries) and checks
-// that a total and a visitor's list opened meanwhile wait for it instead of
-// missing the event a plain list already shows.
-func TestReadersSettleOnCommitsInFlight(t *testing.T) {
-	db := openTestDB(t, "")
+// holdNextCommit makes the next commit stop between Pebble's part and its
+// memory part (derived fold, visitor entries) until release is called; it
+// returns once that commit is visible in Pebble. done gives its error.
+func holdNextCommit(t *testing.T, db testDB, ds uint32, e *Event) (release func(), done <-chan error) {
+	t.Helper()
 	published := make(chan struct{})
-	release := make(chan struct{})
+	held := make(chan struct{})
 	db.afterPublish = func() {
+		db.afterPublish = nil // the hook's own commit only: set before it started, read by it alone
 		close(published)
-		<-release
+		<-held
 	}
-	now := time.Now().UnixMilli()
-	e := &Event{ID: testID(1), Name: "signup", VisitorID: "v", HasVisitor: true, Timestamp: now, CreatedAt: now}
-	committed := make(chan error, 1)
+	errc := make(chan error, 1)
 	go func() {
 		b := db.NewBatch()
 		defer b.Close()
-		b.AddEvent(1, e)
-		committed <- b.Commit(true)
+		b.AddEvent(ds, e)
+		errc <- b.Commit(true)
 	}()
 	<-published
+	if _, err := db.GetEvent(ds, e.ID); err != nil {
+		t.Fatalf("the held commit's event is not in Pebble: %v", err)
+	}
+	var once bool
+	return func() {
+		if !once {
+			once = true
+			close(held)
+		}
+	}, errc
+}
 
-	if _, err := db.GetEvent(1, e.ID); err != nil {
-		t.Fatalf("the published event cannot be read yet: %v", err)
+func newTestEvent(n uint64, name, visitor string) *Event {
+	now := time.Now().UnixMilli()
+	return &Event{ID: testID(n), Name: name, VisitorID: visitor, HasVisitor: true, Timestamp: now, CreatedAt: now}
+}
+
+// TestReadersSeeCommitsInFlight holds a commit that Pebble already shows
+// and checks that every reader of memory counts it too: the total, the
+// visitor's list and total, the visitors' events and the event names.
+func TestReadersSeeCommitsInFlight(t *testing.T) {
+	db := openTestDB(t, "")
+	e := newTestEvent(1, "signup", "v")
+	release, done := holdNextCommit(t, db, 1, e)
+	t.Cleanup(release)
+
+	if n, err := db.Count(1, "", 0, math.MaxInt64); err != nil || n != 1 {
+		t.Errorf("Count = %d, %v; want 1", n, err)
 	}
-	// List without a visitor counts through the derived view; List with
-	// one counts the visitor's index (memory for today).
-	reads := map[string]func() (int64, error){
-		"total": func() (int64, error) { return db.Count(1, "", 0, math.MaxInt64) },
-		"visitor total": func() (int64, error) {
-			_, n, err := db.List(ListQuery{Dataset: 1, VisitorID: "v", HasVisitor: true, To: math.MaxInt64, Limit: 10})
-			return n, err
-		},
+	if evs, n, err := db.List(ListQuery{Dataset: 1, To: math.MaxInt64, Limit: 10}); err != nil || n != 1 || len(evs) != 1 {
+		t.Errorf("List: %d events, total %d, %v; want 1, 1", len(evs), n, err)
 	}
-	type result struct {
-		name string
-		n    int64
-		err  error
+	if evs, n, err := db.List(ListQuery{Dataset: 1, VisitorID: "v", HasVisitor: true, To: math.MaxInt64, Limit: 10}); err != nil || n != 1 || len(evs) != 1 {
+		t.Errorf("List by visitor: %d events, total %d, %v; want 1, 1", len(evs), n, err)
 	}
-	results := make(chan result, len(reads))
-	for name, read := range reads {
-		go func() {
-			n, err := read()
-			results <- result{name, n, err}
-		}()
+	if got, err := db.VisitorsEvents(1, []string{"v", "w"}, 0, math.MaxInt64, 0); err != nil || len(got["v"]) != 1 || len(got["w"]) != 0 {
+		t.Errorf("VisitorsEvents = %v, %v; want one event of v", got, err)
 	}
-	// Release the commit once both readers wait for it. A reader that
-	// returns before that did not wait: its count must then already be 1,
-	// which it cannot be while the commit is held.
-	got := 0
-	for waiting := false; !waiting; {
-		select {
-		case r := <-results:
-			got++
-			t.Errorf("%s returned while the commit was held: %d, %v", r.name, r.n, r.err)
-			if got == len(reads) {
-				close(release)
-				t.FailNow()
-			}
-		default:
-			db.inflight.mu.Lock()
-			waiting = db.inflight.waiters == len(reads)-got
-			db.inflight.mu.Unlock()
-			runtime.Gosched()
-		}
+	if names, err := db.EventNames(1); err != nil || !slices.Equal(names, []string{"signup"}) {
+		t.Errorf("EventNames = %v, %v; want [signup]", names, err)
 	}
-	close(release)
-	for ; got < len(reads); got++ {
-		r := <-results
-		if r.err != nil || r.n != 1 {
-			t.Errorf("%s = %d, %v; want 1", r.name, r.n, r.err)
-		}
-	}
-	if err := <-committed; err != nil {
+
+	release()
+	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	// Folded and added: counted once, not once from memory and once more.
+	if n, err := db.Count(1, "", 0, math.MaxInt64); err != nil || n != 1 {
+		t.Errorf("Count after the commit = %d, %v; want 1", n, err)
+	}
+	if _, n, err := db.List(ListQuery{Dataset: 1, VisitorID: "v", HasVisitor: true, To: math.MaxInt64, Limit: 10}); err != nil || n != 1 {
+		t.Errorf("List by visitor after the commit: total %d, %v; want 1", n, err)
+	}
+}
+
+// TestViewCountsACommitInFlightOnce opens a view while a commit is held and
+// checks the view's count as the commit is folded: into an overlay the view
+// holds (then its own copy no longer counts), or into one made by a
+// checkpoint after the view was opened (then only its copy counts).
+func TestViewCountsACommitInFlightOnce(t *testing.T) {
+	for _, checkpoint := range []bool{false, true} {
+		name := "folded into the view's overlay"
+		if checkpoint {
+			name = "folded after a checkpoint swapped the overlay"
+		}
+		t.Run(name, func(t *testing.T) {
+			db := openTestDB(t, "")
+			commitEvents(t, db.DB, 1, newTestEvent(1, "a", "v")) // in cur
+			release, done := holdNextCommit(t, db, 1, newTestEvent(2, "a", "w"))
+			t.Cleanup(release)
+			v := db.derived.view()
+			defer v.close()
+			count := func() int64 { return v.count(1, "", LevelDay, 0, math.MaxInt64) }
+			if n := count(); n != 2 {
+				t.Fatalf("view count while held = %d, want 2", n)
+			}
+			if checkpoint {
+				db.derived.checkpoint() // the first event goes to Pebble, after the view's snapshot
+			}
+			release()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if n := count(); n != 2 {
+				t.Errorf("view count after the fold = %d, want 2", n)
+			}
+			if n, err := db.Count(1, "", 0, math.MaxInt64); err != nil || n != 2 {
+				t.Errorf("Count = %d, %v; want 2", n, err)
+			}
+		})
 	}
 }

@@ -59,7 +59,7 @@ type visitorMem struct {
 	kick chan struct{} // wakes the sealer when max is passed
 	seed maphash.Seed  // of the visitor hashes (memDay.heads)
 	// commits are the commits whose entries may not be added yet; a
-	// reader settles on them before it reads (inflight.go).
+	// reader takes those its Pebble view sees from there (inflight.go).
 	commits *inflight
 }
 
@@ -257,9 +257,11 @@ func (m *visitorMem) name(n string) uint32 {
 func (m *visitorMem) add(pending []pendingVisitor) {
 	m.mu.Lock()
 	for i := range pending {
+		// pending is read by readers meanwhile (inflight.go): not written.
 		p := &pending[i]
-		p.e.name = m.name(p.n)
-		m.insert(p.v, p.e)
+		e := p.e
+		e.name = m.name(p.n)
+		m.insert(p.v, e)
 	}
 	full := m.entries > m.max
 	m.mu.Unlock()
@@ -285,17 +287,33 @@ func (m *visitorMem) insert(v memVisitor, e memEntry) {
 
 // view copies what a reader needs of visitor's memory days in [first,
 // last]; callers hold mu.
-func (m *visitorMem) view(ds uint32, visitor string, first, last uint32) memView {
+// Entries of commits not added yet (extra, the visitor's) are added to
+// their days; one already added is dropped as a repeat.
+func (m *visitorMem) view(ds uint32, visitor string, first, last uint32, extra []pendingVisitor) memView {
 	mv := memView{first: m.first, sealed: m.sealedIn(first, last)}
 	v := memVisitor{ds, visitor}
 	h := m.hash(v)
+	byDay := map[uint32][]memEntry{}
 	for day, md := range m.days {
 		if day < first || day > last || !m.inMemory(day) {
 			continue
 		}
 		if s := md.collect(h, v); len(s) > 0 {
-			mv.days = append(mv.days, memDayView{day: day, entries: s})
+			byDay[day] = s
 		}
+	}
+	for _, p := range extra {
+		if day := visitorDay(p.e.ts); day >= first && day <= last && m.inMemory(day) {
+			e := p.e
+			e.name = m.name(p.n)
+			byDay[day] = append(byDay[day], e)
+		}
+	}
+	for day, s := range byDay {
+		if len(extra) > 0 {
+			s = sortEntries(s)
+		}
+		mv.days = append(mv.days, memDayView{day: day, entries: s})
 	}
 	slices.SortFunc(mv.days, func(a, b memDayView) int { return cmp.Compare(a.day, b.day) })
 	mv.names = m.names // append-only: the prefix a reader sees never changes

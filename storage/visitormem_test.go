@@ -285,11 +285,11 @@ func TestVisitorMemBound(t *testing.T) {
 // TestVisitorMemDaysRecord: the record of which days are in memory
 // round-trips, and a corrupt one is an error.
 func TestVisitorMemDaysRecord(t *testing.T) {
-	m := newVisitorMem(0, newInflight())
+	m := newVisitorMem(0, &inflight{})
 	m.first = 20_500
 	m.sealed[20_502] = true
 	m.sealed[20_501] = true
-	got := newVisitorMem(0, newInflight())
+	got := newVisitorMem(0, &inflight{})
 	if err := got.decodeDays(m.encodeDays()); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestVisitorMemDaysRecord(t *testing.T) {
 		t.Fatalf("decoded first %d sealed %v", got.first, got.sealed)
 	}
 	for _, bad := range [][]byte{nil, {1, 2, 3}, {0, 0, 0, 1, 2}} {
-		if err := newVisitorMem(0, newInflight()).decodeDays(bad); err == nil {
+		if err := newVisitorMem(0, &inflight{}).decodeDays(bad); err == nil {
 			t.Fatalf("decodeDays(%v) = nil", bad)
 		}
 	}

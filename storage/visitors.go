@@ -127,7 +127,15 @@ func newVisitorIter(r pebble.Reader, m *visitorMem, ds uint32, visitor string, f
 	if to < from {
 		v.first, v.last = 1, 0 // empty: every positioning fails
 	}
-	m.commits.settle(r)
+	// The visitor's entries of commits r sees that memory may not hold yet.
+	var extra []pendingVisitor
+	m.commits.seen(r, func(c *inflightCommit) {
+		for _, p := range c.mem {
+			if p.v.ds == ds && p.v.visitor == visitor {
+				extra = append(extra, p)
+			}
+		}
+	})
 	// Under mu, so that a day moving from memory to Pebble is in exactly
 	// one of the two (visitorseal.go).
 	m.mu.Lock()
@@ -141,7 +149,7 @@ func newVisitorIter(r pebble.Reader, m *visitorMem, ds uint32, visitor string, f
 	}
 	v.it = it
 	if v.first <= v.last {
-		v.mem = m.view(ds, visitor, v.first, v.last)
+		v.mem = m.view(ds, visitor, v.first, v.last, extra)
 	} else {
 		v.mem.first = math.MaxUint32
 	}
@@ -573,10 +581,20 @@ func (d *DB) visitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 	}
 	// Key order: the length first, then the bytes (visitorDayPrefix).
 	sorted := slices.Clone(visitors)
-	slices.SortFunc(sorted, func(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) })
+	slices.SortFunc(sorted, visitorOrder)
 	sorted = slices.Compact(sorted)
 	first, last := visitorDay(from), visitorDay(to)
-	// The iterator and the memory days under mu, as newVisitorIter takes them.
+	// As newVisitorIter: the entries of commits the iterator below will see
+	// that memory may not hold yet, then the iterator and the memory days
+	// under mu.
+	extra := map[string][]pendingVisitor{}
+	d.inflight.seen(d.db, func(c *inflightCommit) {
+		for _, p := range c.mem {
+			if _, ok := slices.BinarySearchFunc(sorted, p.v.visitor, visitorOrder); ok && p.v.ds == ds {
+				extra[p.v.visitor] = append(extra[p.v.visitor], p)
+			}
+		}
+	})
 	d.vmem.mu.Lock()
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: visitorDayBound(ds, first), UpperBound: prefixEnd(visitorDayBound(ds, last))})
 	if err != nil {
@@ -585,7 +603,7 @@ func (d *DB) visitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 	}
 	views := make([]memView, len(sorted))
 	for i, vis := range sorted {
-		views[i] = d.vmem.view(ds, vis, first, last)
+		views[i] = d.vmem.view(ds, vis, first, last, extra[vis])
 	}
 	d.vmem.mu.Unlock()
 	defer it.Close()
@@ -670,3 +688,7 @@ func memVisitorsEvents(out map[string][]VisitorEvent, visitors []string, views [
 	}
 	return n, nil
 }
+
+// visitorOrder orders visitor ids as their keys do: length first, then the
+// bytes (visitorDayPrefix).
+func visitorOrder(a, b string) int { return cmp.Or(cmp.Compare(len(a), len(b)), strings.Compare(a, b)) }
