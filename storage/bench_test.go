@@ -195,3 +195,26 @@ func BenchmarkPathsHistories(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkMemDayAdd adds one-event visitors to a memory day, the import's
+// and the bench's shape (a new visitor per event), a million to a day.
+func BenchmarkMemDayAdd(b *testing.B) {
+	m := newVisitorMem(0, &inflight{})
+	vs := make([]memVisitor, 1<<20)
+	hs := make([]uint64, len(vs))
+	for i := range vs {
+		vs[i] = memVisitor{1, fmt.Sprintf("v_%d", 10_000_000+i)}
+		hs[i] = m.hash(vs[i])
+	}
+	md := newMemDay()
+	b.ResetTimer()
+	for i := range b.N {
+		j := i % len(vs)
+		if j == 0 && i > 0 {
+			b.StopTimer()
+			md = newMemDay()
+			b.StartTimer()
+		}
+		md.add(hs[j], vs[j], memEntry{ts: int64(i), id: testID(uint64(i))})
+	}
+}

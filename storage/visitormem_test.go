@@ -450,3 +450,30 @@ func TestVisitorMemExpiryDuringACommit(t *testing.T) {
 		t.Fatalf("the expired event's entry is left: %v", got)
 	}
 }
+
+// TestMemDayArenaChunks fills a day's arena past several chunks and reads
+// every visitor back.
+func TestMemDayArenaChunks(t *testing.T) {
+	m := newVisitorMem(0, &inflight{})
+	md := newMemDay()
+	const n = 20000 // 20,000 visitors of 206 bytes: 4 MiB, eight chunks and more
+	vis := func(i int) memVisitor {
+		return memVisitor{uint32(i % 3), fmt.Sprintf("%0200d", i)}
+	}
+	for i := range n {
+		v := vis(i)
+		md.add(m.hash(v), v, memEntry{ts: int64(i), id: testID(uint64(i))})
+	}
+	if len(md.arena) < 8 {
+		t.Fatalf("%d arena chunks, want more than 8", len(md.arena))
+	}
+	for i := range n {
+		v := vis(i)
+		if ds, b := md.visitor(uint32(i)); ds != v.ds || string(b) != v.visitor {
+			t.Fatalf("visitor %d = %d %q", i, ds, b)
+		}
+		if got := md.collect(m.hash(v), v); len(got) != 1 || got[0].ts != int64(i) {
+			t.Fatalf("entries of visitor %d = %v", i, got)
+		}
+	}
+}

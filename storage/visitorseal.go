@@ -123,12 +123,12 @@ func (m *visitorMem) fullestDay() uint32 {
 type daySnapshot struct {
 	blocks [][]memEntry
 	n      uint32
-	arena  []byte
+	arena  [][]byte
 	vis    []uint32
 }
 
 func (md *memDay) snapshot() daySnapshot {
-	return daySnapshot{blocks: slices.Clone(md.blocks), n: md.n, arena: md.arena, vis: md.vis}
+	return daySnapshot{blocks: slices.Clone(md.blocks), n: md.n, arena: slices.Clone(md.arena), vis: md.vis}
 }
 
 // sealVisitorDay writes one memory day to Pebble: its entries as sorted
