@@ -139,15 +139,17 @@ func (b *Batch) Commit(sync bool) error {
 		b.db.inflight.begin(c)
 	}
 	err := b.db.commit(b.b, opts)
-	if b.db.afterPublish != nil {
-		b.db.afterPublish()
+	b.db.passStage(stagePublished)
+	// The visitor entries first: once folded, a checkpoint may delete the
+	// L key by which readers find this commit (inflight.go), and only the
+	// derived view keeps counting its cells after that, from the overlay.
+	if err == nil && len(mem) > 0 {
+		b.db.vmem.add(mem)
 	}
 	if err == nil && seq != 0 {
 		b.db.derived.fold(seq, r, c)
 	}
-	if err == nil && len(mem) > 0 {
-		b.db.vmem.add(mem)
-	}
+	b.db.passStage(stageFolded)
 	if c != nil {
 		b.db.inflight.end(c)
 	}

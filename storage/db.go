@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -77,7 +78,7 @@ type DB struct {
 	// inflight holds the commits whose in-memory part (derived overlay,
 	// visitor memory) is not done yet, for readers (inflight.go).
 	inflight     *inflight
-	afterPublish func() // a test's hook between a commit's Pebble part and its memory part
+	commitHook   atomic.Pointer[func(commitStage)] // a test's: called as a commit passes each stage
 	dir          string
 	fs           vfs.FS
 	tableOptions sstable.WriterOptions // the bottom level's, for ingested tables

@@ -18,7 +18,8 @@ import (
 //
 // A commit is named by the sequence number of its L entry: every commit
 // that carries events has one, and a checkpoint deletes an L entry only
-// after its commit is folded.
+// after its commit is folded, which Batch.Commit does after it added the
+// visitor entries.
 type inflight struct {
 	mu      sync.Mutex
 	commits []*inflightCommit
@@ -87,5 +88,20 @@ func (f *inflight) seen(r pebble.Reader, fn func(c *inflightCommit)) {
 		if slices.Contains(f.commits, c) {
 			fn(c)
 		}
+	}
+}
+
+// commitStage is where a commit is, for DB.commitHook.
+type commitStage int
+
+const (
+	stagePublished commitStage = iota // Pebble's commit returned
+	stageFolded                       // memory holds its entries and cells; not ended yet
+)
+
+// passStage calls the test hook, if any.
+func (d *DB) passStage(s commitStage) {
+	if hook := d.commitHook.Load(); hook != nil {
+		(*hook)(s)
 	}
 }

@@ -7,18 +7,21 @@ import (
 	"time"
 )
 
-// holdNextCommit makes the next commit stop between Pebble's part and its
-// memory part (derived fold, visitor entries) until release is called; it
+// holdNextCommit makes the next commit stop at stage (after Pebble's part,
+// or after its memory part but before it ends) until release is called; it
 // returns once that commit is visible in Pebble. done gives its error.
-func holdNextCommit(t *testing.T, db testDB, ds uint32, e *Event) (release func(), done <-chan error) {
+func holdNextCommit(t *testing.T, db testDB, ds uint32, e *Event, stage commitStage) (release func(), done <-chan error) {
 	t.Helper()
-	published := make(chan struct{})
+	reached := make(chan struct{})
 	held := make(chan struct{})
-	db.afterPublish = func() {
-		db.afterPublish = nil // the hook's own commit only: set before it started, read by it alone
-		close(published)
-		<-held
+	hook := func(s commitStage) {
+		if s == stage {
+			db.commitHook.Store(nil) // this commit only
+			close(reached)
+			<-held
+		}
 	}
+	db.commitHook.Store(&hook)
 	errc := make(chan error, 1)
 	go func() {
 		b := db.NewBatch()
@@ -26,7 +29,7 @@ func holdNextCommit(t *testing.T, db testDB, ds uint32, e *Event) (release func(
 		b.AddEvent(ds, e)
 		errc <- b.Commit(true)
 	}()
-	<-published
+	<-reached
 	if _, err := db.GetEvent(ds, e.ID); err != nil {
 		t.Fatalf("the held commit's event is not in Pebble: %v", err)
 	}
@@ -50,7 +53,7 @@ func newTestEvent(n uint64, name, visitor string) *Event {
 func TestReadersSeeCommitsInFlight(t *testing.T) {
 	db := openTestDB(t, "")
 	e := newTestEvent(1, "signup", "v")
-	release, done := holdNextCommit(t, db, 1, e)
+	release, done := holdNextCommit(t, db, 1, e, stagePublished)
 	t.Cleanup(release)
 
 	if n, err := db.Count(1, "", 0, math.MaxInt64); err != nil || n != 1 {
@@ -95,7 +98,7 @@ func TestViewCountsACommitInFlightOnce(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			db := openTestDB(t, "")
 			commitEvents(t, db.DB, 1, newTestEvent(1, "a", "v")) // in cur
-			release, done := holdNextCommit(t, db, 1, newTestEvent(2, "a", "w"))
+			release, done := holdNextCommit(t, db, 1, newTestEvent(2, "a", "w"), stagePublished)
 			t.Cleanup(release)
 			v := db.derived.view()
 			defer v.close()
@@ -115,6 +118,61 @@ func TestViewCountsACommitInFlightOnce(t *testing.T) {
 			}
 			if n, err := db.Count(1, "", 0, math.MaxInt64); err != nil || n != 2 {
 				t.Errorf("Count = %d, %v; want 2", n, err)
+			}
+		})
+	}
+}
+
+// TestReadersAfterACheckpointOfACommitInFlight holds a commit after its
+// memory part, lets a checkpoint delete the L key by which readers find
+// commits in flight, and checks that every reader still counts it: the
+// visitor entries went to memory before the fold made the checkpoint
+// possible.
+func TestReadersAfterACheckpointOfACommitInFlight(t *testing.T) {
+	db := openTestDB(t, "")
+	release, done := holdNextCommit(t, db, 1, newTestEvent(1, "signup", "v"), stageFolded)
+	t.Cleanup(release)
+	db.derived.checkpoint()
+	if n, err := db.Count(1, "", 0, math.MaxInt64); err != nil || n != 1 {
+		t.Errorf("Count = %d, %v; want 1", n, err)
+	}
+	if _, n, err := db.List(ListQuery{Dataset: 1, VisitorID: "v", HasVisitor: true, To: math.MaxInt64, Limit: 10}); err != nil || n != 1 {
+		t.Errorf("List by visitor: total %d, %v; want 1", n, err)
+	}
+	if got, err := db.VisitorsEvents(1, []string{"v"}, 0, math.MaxInt64, 0); err != nil || len(got["v"]) != 1 {
+		t.Errorf("VisitorsEvents = %v, %v; want one event", got, err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestViewOverlays checks which overlays a view reads: its gens, and a
+// commit's own copy only while the commit is not folded into one of them.
+func TestViewOverlays(t *testing.T) {
+	frozen, cur, later := newOverlay(), newOverlay(), newOverlay()
+	for _, tc := range []struct {
+		name  string
+		into  *overlay
+		extra bool
+	}{
+		{"not folded", nil, true},
+		{"folded into the frozen overlay", frozen, false},
+		{"folded into the current overlay", cur, false},
+		{"folded into an overlay made after the view", later, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			own := newOverlay()
+			v := &view{gens: [2]*overlay{frozen, cur}, extra: []seenCommit{{c: &inflightCommit{into: tc.into}, o: own}}}
+			var got []*overlay
+			v.overlays(func(o *overlay) { got = append(got, o) })
+			want := []*overlay{frozen, cur}
+			if tc.extra {
+				want = append(want, own)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("read %d overlays, want %d (%v)", len(got), len(want), tc.extra)
 			}
 		})
 	}

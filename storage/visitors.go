@@ -127,7 +127,14 @@ func newVisitorIter(r pebble.Reader, m *visitorMem, ds uint32, visitor string, f
 	if to < from {
 		v.first, v.last = 1, 0 // empty: every positioning fails
 	}
-	// The visitor's entries of commits r sees that memory may not hold yet.
+	// Under mu, so that a day moving from memory to Pebble is in exactly
+	// one of the two (visitorseal.go).
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// The visitor's entries of commits r sees that memory may not hold yet,
+	// also under mu: a commit still in flight holds commitMu, so erasure,
+	// retention and dataset deletion cannot have removed its entries from
+	// memory yet (a copy taken before mu could bring them back).
 	var extra []pendingVisitor
 	m.commits.seen(r, func(c *inflightCommit) {
 		for _, p := range c.mem {
@@ -136,10 +143,6 @@ func newVisitorIter(r pebble.Reader, m *visitorMem, ds uint32, visitor string, f
 			}
 		}
 	})
-	// Under mu, so that a day moving from memory to Pebble is in exactly
-	// one of the two (visitorseal.go).
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	it, err := r.NewIter(&pebble.IterOptions{
 		LowerBound: visitorDayBound(ds, v.first),
 		UpperBound: prefixEnd(visitorDayBound(ds, v.last)),
@@ -584,9 +587,9 @@ func (d *DB) visitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 	slices.SortFunc(sorted, visitorOrder)
 	sorted = slices.Compact(sorted)
 	first, last := visitorDay(from), visitorDay(to)
-	// As newVisitorIter: the entries of commits the iterator below will see
-	// that memory may not hold yet, then the iterator and the memory days
-	// under mu.
+	// As newVisitorIter: under mu, the entries of commits Pebble shows that
+	// memory may not hold yet, the iterator and the memory days.
+	d.vmem.mu.Lock()
 	extra := map[string][]pendingVisitor{}
 	d.inflight.seen(d.db, func(c *inflightCommit) {
 		for _, p := range c.mem {
@@ -595,7 +598,6 @@ func (d *DB) visitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 			}
 		}
 	})
-	d.vmem.mu.Lock()
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: visitorDayBound(ds, first), UpperBound: prefixEnd(visitorDayBound(ds, last))})
 	if err != nil {
 		d.vmem.mu.Unlock()
