@@ -209,6 +209,29 @@ func TestIdempotency(t *testing.T) {
 			t.Fatalf("results %+v", res)
 		}
 	})
+	t.Run("a write's keys out of key order", func(t *testing.T) {
+		// Looked up in key order, answered in the write's: k9 new, k1
+		// replayed, an event without a key, k1 again with other content
+		// (a conflict with its twin), k2 with other content than stored.
+		w := idemWrite("k9", 1)
+		for _, e := range []struct {
+			key  string
+			hash uint64
+		}{{"k1", 7}, {"", 0}, {"k1", 8}, {"k2", 3}} {
+			p := idemWrite(e.key, e.hash).Events[0]
+			w.Events = append(w.Events, p)
+		}
+		res := r.submit(t, cfg, ratelimit.Batch, w).Results
+		want := []Outcome{Stored, Replayed, Stored, Conflict, Conflict}
+		for i, o := range want {
+			if res[i].Outcome != o {
+				t.Fatalf("results %+v, want outcomes %v", res, want)
+			}
+		}
+		if res[1].ID != first.ID || res[0].ID == (storage.ID{}) || res[2].ID == (storage.ID{}) || res[0].ID == res[2].ID {
+			t.Fatalf("ids %+v", res)
+		}
+	})
 	t.Run("concurrent twins store one event", func(t *testing.T) {
 		var wg sync.WaitGroup
 		got := make(chan Result, 20)
