@@ -295,33 +295,50 @@ func (d *DB) DeleteDatasets(ds ...uint32) error {
 	return nil
 }
 
+// deleteChunk bounds the deletions deleteWhere commits at once: an hourly
+// sweep of a busy store's idempotency records would otherwise build one
+// batch of every record of the hour (tens of millions, gigabytes).
+const deleteChunk = 8192
+
 // deleteWhere deletes the keys of [lower, upper) for which drop says so, in
-// one batch (synced or not), and returns how many went.
+// batches of at most deleteChunk (synced or not), and returns how many went.
+// The deletions are not atomic as a whole: its callers delete what has
+// expired or must go, and repeat the whole pass if it stops half way.
 func (d *DB) deleteWhere(lower, upper []byte, sync bool, drop func(key, value []byte) bool) (int, error) {
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return 0, err
 	}
+	defer it.Close()
 	b := d.db.NewBatch()
 	defer b.Close()
-	n := 0
-	for it.First(); it.Valid(); it.Next() {
-		if drop(it.Key(), it.Value()) {
-			_ = b.Delete(it.Key(), nil)
-			n++
-		}
-	}
-	if err := it.Close(); err != nil {
-		return 0, err
-	}
-	if n == 0 {
-		return 0, nil
-	}
 	opts := pebble.NoSync
 	if sync {
 		opts = pebble.Sync
 	}
-	return n, d.commit(b, opts)
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		if !drop(it.Key(), it.Value()) {
+			continue
+		}
+		_ = b.Delete(it.Key(), nil)
+		if n++; n%deleteChunk == 0 {
+			if err := d.commit(b, opts); err != nil {
+				return n - deleteChunk, err
+			}
+			b.Reset()
+		}
+	}
+	if err := it.Error(); err != nil {
+		return n - n%deleteChunk, err
+	}
+	if b.Empty() {
+		return n, nil
+	}
+	if err := d.commit(b, opts); err != nil {
+		return n - n%deleteChunk, err
+	}
+	return n, nil
 }
 
 // openIndex opens the index a dataset query walks over timestamps [from,

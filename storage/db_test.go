@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 func TestIdempotencyRoundTrip(t *testing.T) {
@@ -401,4 +403,41 @@ func allKeys(t testing.TB, db *DB) [][]byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestSweepIdempotencyInChunks sweeps more records than one deletion batch
+// holds: every expired one goes, every other stays, and the count is exact.
+func TestSweepIdempotencyInChunks(t *testing.T) {
+	db := openTestDB(t, "")
+	const expired, kept = 2*deleteChunk + 5, 7
+	b := db.NewBatch()
+	for i := range expired + kept {
+		created := int64(100)
+		if i >= expired {
+			created = 500
+		}
+		b.AddIdempotency("key", fmt.Sprintf("k%06d", i), IdemRecord{ID: testID(uint64(i)), CreatedAt: created})
+	}
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	n, err := db.SweepIdempotency(200)
+	if err != nil || n != expired {
+		t.Fatalf("SweepIdempotency = %d, %v; want %d", n, err, expired)
+	}
+	left := 0
+	it, err := db.Pebble().NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdem}, UpperBound: []byte{prefixIdem + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		left++
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left != kept {
+		t.Errorf("%d records left, want %d", left, kept)
+	}
 }
