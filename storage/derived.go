@@ -142,8 +142,8 @@ func newDerived(d *DB, log *slog.Logger, interval time.Duration) *derived {
 // overlay, and records which overlay took them in c (nil at replay).
 func (dv *derived) fold(seq uint64, r *rollups, c *inflightCommit) {
 	dv.mu.Lock()
-	for c, a := range r.cells {
-		dv.cur.add(c, a)
+	for cell, a := range r.cells {
+		dv.cur.add(cell, a)
 	}
 	dv.cur.seqs = append(dv.cur.seqs, seq)
 	if c != nil {
@@ -281,9 +281,9 @@ func (dv *derived) view() *view {
 	dv.viewMu.RLock()
 	defer dv.viewMu.RUnlock()
 	v := &view{dv: dv, snap: dv.db.db.NewSnapshot()}
-	// Under viewMu, before the gens are taken: a commit that ends after
-	// seen skips it was folded into cur, which no checkpoint can swap
-	// out before the gens below are taken.
+	// Under viewMu, before the gens are taken: a commit seen skips
+	// because it ended was folded into cur first, and no checkpoint can
+	// swap cur out before the gens below are taken.
 	dv.db.inflight.seen(v.snap, func(c *inflightCommit) {
 		o := newOverlay()
 		for cell, a := range c.r.cells {
