@@ -212,7 +212,7 @@ func (im *importer) add(n int, line []byte) {
 		im.cur.ids[id] = true
 	}
 	if in.IdempotencyKey != "" {
-		if h, ok := im.seenKey(in.IdempotencyKey); ok {
+		if h, ok := im.seenKey(in.IdempotencyKey, now); ok {
 			im.idemSeen(n, h, in.Hash)
 			return
 		}
@@ -251,7 +251,7 @@ func (im *importer) seenID(id storage.ID) bool {
 }
 
 // seenKey finds an idempotency key in this chunk, the one being committed, or the store.
-func (im *importer) seenKey(key string) (uint64, bool) {
+func (im *importer) seenKey(key string, now int64) (uint64, bool) {
 	if h, ok := im.cur.keys[key]; ok {
 		return h, true
 	}
@@ -267,7 +267,9 @@ func (im *importer) seenKey(key string) (uint64, bool) {
 		}
 		im.idem = l
 	}
-	if rec, err := im.idem.Get(im.scope, key); err == nil {
+	// A record past its 24 hours is forgotten even before the hourly sweep
+	// deletes it, as the key actor does for the API's keys.
+	if rec, err := im.idem.Get(im.scope, key); err == nil && time.Duration(now-rec.CreatedAt)*time.Millisecond < actors.IdempotencyTTL {
 		return rec.Hash, true
 	}
 	return 0, false

@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventd/eventd/actors"
+	"github.com/eventd/eventd/storage"
+)
+
+// TestImportForgetsKeysPastTheirTTL imports lines whose idempotency keys
+// the store remembers, with other content, from 23 hours and from 25 hours
+// ago: the first conflicts, the second is a new event, whether or not the
+// hourly sweep ran.
+func TestImportForgetsKeysPastTheirTTL(t *testing.T) {
+	e, err := Open(Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	name := "p"
+	proj, err := e.CreateProject(ProjectInput{Name: &name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const line = `{"event":"signup","properties":{}}`
+	scope := "import/" + proj.ID + "/" + Live
+	now := time.Now()
+	b := e.db.NewBatch()
+	for key, age := range map[string]time.Duration{"recent": 23 * time.Hour, "old": actors.IdempotencyTTL + time.Hour} {
+		created := now.Add(-age).UnixMilli()
+		b.AddIdempotency(scope, key, storage.IdemRecord{Hash: 1, ID: storage.IDAt(created), Timestamp: created, CreatedAt: created})
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	for _, tc := range []struct {
+		key                       string
+		accepted, dups, conflicts int
+	}{
+		{"recent", 0, 0, 1},
+		{"old", 1, 0, 0},
+	} {
+		body := strings.Replace(line, `"properties"`, `"idempotency_key":"`+tc.key+`","properties"`, 1) + "\n"
+		res, err := e.Import(proj.ID, Live, strings.NewReader(body), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Accepted != tc.accepted || res.Duplicates != tc.dups || res.Rejected != tc.conflicts {
+			t.Errorf("key %q: %+v; want %d accepted, %d duplicates, %d rejected", tc.key, res, tc.accepted, tc.dups, tc.conflicts)
+		}
+	}
+}
