@@ -132,7 +132,7 @@ func (b *Batch) Commit(sync bool) error {
 		opts = pebble.Sync
 	}
 	var c *inflightCommit
-	if seq != 0 {
+	if seq != 0 { // always when mem is not empty: every event adds a count cell
 		// Readers that see this commit in Pebble before its memory part is
 		// done take its cells and entries from here (inflight.go).
 		c = &inflightCommit{seq: seq, r: r, mem: mem}
