@@ -146,6 +146,7 @@ func (b *Batch) Commit(sync bool) error {
 	if err == nil && len(mem) > 0 {
 		b.db.vmem.add(mem)
 	}
+	b.db.passStage(stageAdded)
 	if err == nil && seq != 0 {
 		b.db.derived.fold(seq, r, c)
 	}

@@ -303,7 +303,10 @@ const deleteChunk = 8192
 // deleteWhere deletes the keys of [lower, upper) for which drop says so, in
 // batches of at most deleteChunk (synced or not), and returns how many went.
 // The deletions are not atomic as a whole: its callers delete what has
-// expired or must go, and repeat the whole pass if it stops half way.
+// expired or must go, and repeat the whole pass if it stops half way. Each
+// candidate is read again just before its batch is committed: the scan
+// sees the store as of its start, and a key written again since (an
+// expired idempotency key used anew) must not go.
 func (d *DB) deleteWhere(lower, upper []byte, sync bool, drop func(key, value []byte) bool) (int, error) {
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
@@ -316,29 +319,55 @@ func (d *DB) deleteWhere(lower, upper []byte, sync bool, drop func(key, value []
 	if sync {
 		opts = pebble.Sync
 	}
+	var keys []byte // the candidates' keys, back to back
+	var ends []int  // where each ends in keys
 	n := 0
+	flush := func() error {
+		start := 0
+		for _, end := range ends {
+			k := keys[start:end]
+			start = end
+			v, closer, err := d.db.Get(k)
+			if err == pebble.ErrNotFound {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			again := drop(k, v)
+			_ = closer.Close()
+			if again {
+				_ = b.Delete(k, nil)
+			}
+		}
+		keys, ends = keys[:0], ends[:0]
+		if b.Empty() {
+			return nil
+		}
+		count := int(b.Count())
+		if err := d.commit(b, opts); err != nil {
+			return err
+		}
+		n += count
+		b.Reset()
+		return nil
+	}
 	for it.First(); it.Valid(); it.Next() {
 		if !drop(it.Key(), it.Value()) {
 			continue
 		}
-		_ = b.Delete(it.Key(), nil)
-		if n++; n%deleteChunk == 0 {
-			if err := d.commit(b, opts); err != nil {
-				return n - deleteChunk, err
+		keys = append(keys, it.Key()...)
+		ends = append(ends, len(keys))
+		if len(ends) == deleteChunk {
+			if err := flush(); err != nil {
+				return n, err
 			}
-			b.Reset()
 		}
 	}
 	if err := it.Error(); err != nil {
-		return n - n%deleteChunk, err
+		return n, err
 	}
-	if b.Empty() {
-		return n, nil
-	}
-	if err := d.commit(b, opts); err != nil {
-		return n - n%deleteChunk, err
-	}
-	return n, nil
+	return n, flush()
 }
 
 // openIndex opens the index a dataset query walks over timestamps [from,

@@ -441,3 +441,39 @@ func TestSweepIdempotencyInChunks(t *testing.T) {
 		t.Errorf("%d records left, want %d", left, kept)
 	}
 }
+
+// TestDeleteWhereKeepsKeysWrittenAgain rewrites an expired idempotency key
+// after the sweep's scan saw it and before its batch is committed, as a
+// writer using the key anew would: the fresh record stays.
+func TestDeleteWhereKeepsKeysWrittenAgain(t *testing.T) {
+	db := openTestDB(t, "")
+	put := func(key string, created int64) {
+		t.Helper()
+		b := db.NewBatch()
+		defer b.Close()
+		b.AddIdempotency("key", key, IdemRecord{ID: testID(uint64(created)), CreatedAt: created})
+		if err := b.Commit(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", 100)
+	put("b", 100)
+	rewritten := false
+	n, err := db.deleteWhere([]byte{prefixIdem}, []byte{prefixIdem + 1}, false, func(k, v []byte) bool {
+		if !rewritten {
+			rewritten = true
+			put("a", 5000) // used anew between the scan and the deletion
+		}
+		r, err := decodeIdemRecord(v)
+		return err == nil && r.CreatedAt < 200
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("deleteWhere = %d, %v; want 1", n, err)
+	}
+	if r, err := db.GetIdempotency("key", "a"); err != nil || r.CreatedAt != 5000 {
+		t.Errorf("a = %+v, %v; want the record written again", r, err)
+	}
+	if _, err := db.GetIdempotency("key", "b"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("b: %v, want ErrNotFound", err)
+	}
+}

@@ -18,10 +18,21 @@ type testDB struct {
 // openTestDB opens a store in dir (a fresh t.TempDir when dir is "").
 func openTestDB(t testing.TB, dir string) testDB {
 	t.Helper()
+	return openTestDBIn(t, dir, Options{})
+}
+
+// openTestDBWith opens a store with options in a fresh t.TempDir.
+func openTestDBWith(t testing.TB, o Options) testDB {
+	t.Helper()
+	return openTestDBIn(t, "", o)
+}
+
+func openTestDBIn(t testing.TB, dir string, o Options) testDB {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	db, err := Open(dir, Options{})
+	db, err := Open(dir, o)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}

@@ -34,6 +34,9 @@ type inflightCommit struct {
 	// into is the overlay its cells were folded into, nil before; written
 	// and read under derived.mu.
 	into *overlay
+	// readers are the readers copying r or mem: end waits for them, so
+	// that Batch.Commit does not reuse either while one reads.
+	readers sync.WaitGroup
 }
 
 // begin registers a commit before it goes to Pebble.
@@ -43,21 +46,25 @@ func (f *inflight) begin(c *inflightCommit) {
 	f.mu.Unlock()
 }
 
-// end unregisters a commit once its in-memory part is done or it failed.
+// end unregisters a commit once its in-memory part is done or it failed,
+// and waits for the readers still copying it.
 func (f *inflight) end(c *inflightCommit) {
 	f.mu.Lock()
 	if i := slices.Index(f.commits, c); i >= 0 {
 		f.commits = slices.Delete(f.commits, i, i+1)
 	}
 	f.mu.Unlock()
+	c.readers.Wait()
 }
 
-// seen calls fn for each commit in flight whose L entry r sees, while the
-// commit is still registered, so fn may read its cells and entries. A
-// commit that ended meanwhile is skipped: it finished its in-memory part
-// first, so a reader that takes memory after seen finds it there. A key
-// that cannot be read counts as seen: a commit that is not visible yet only
-// adds what the reader may count early (readers of memory already do).
+// seen calls fn for each commit in flight whose L entry r sees, holding the
+// commit (end waits) so that fn may read its cells and entries, but not
+// the lock that every commit's begin and end take: a view copies the cells
+// of a commit of thousands of events. A commit that ended before it was
+// held is skipped: it finished its in-memory part first, so a reader that
+// takes memory after seen finds it there. A key that cannot be read counts
+// as seen: a commit that is not visible yet only adds what the reader may
+// count early (readers of memory already do).
 func (f *inflight) seen(r pebble.Reader, fn func(c *inflightCommit)) {
 	f.mu.Lock()
 	if len(f.commits) == 0 {
@@ -82,12 +89,18 @@ func (f *inflight) seen(r pebble.Reader, fn func(c *inflightCommit)) {
 	if len(visible) == 0 {
 		return
 	}
+	held := visible[:0]
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, c := range visible {
 		if slices.Contains(f.commits, c) {
-			fn(c)
+			c.readers.Add(1)
+			held = append(held, c)
 		}
+	}
+	f.mu.Unlock()
+	for _, c := range held {
+		fn(c)
+		c.readers.Done()
 	}
 }
 
@@ -96,7 +109,8 @@ type commitStage int
 
 const (
 	stagePublished commitStage = iota // Pebble's commit returned
-	stageFolded                       // memory holds its entries and cells; not ended yet
+	stageAdded                        // its visitor entries are in memory
+	stageFolded                       // its cells are in the overlay too; not ended yet
 )
 
 // passStage calls the test hook, if any.

@@ -22,6 +22,14 @@ func holdNextCommit(t *testing.T, db testDB, ds uint32, e *Event, stage commitSt
 		}
 	}
 	db.commitHook.Store(&hook)
+	var once bool
+	release = func() {
+		if !once {
+			once = true
+			close(held)
+		}
+	}
+	t.Cleanup(release) // before anything can fail: the held commit keeps Close waiting
 	errc := make(chan error, 1)
 	go func() {
 		b := db.NewBatch()
@@ -33,13 +41,7 @@ func holdNextCommit(t *testing.T, db testDB, ds uint32, e *Event, stage commitSt
 	if _, err := db.GetEvent(ds, e.ID); err != nil {
 		t.Fatalf("the held commit's event is not in Pebble: %v", err)
 	}
-	var once bool
-	return func() {
-		if !once {
-			once = true
-			close(held)
-		}
-	}, errc
+	return release, errc
 }
 
 func newTestEvent(n uint64, name, visitor string) *Event {
@@ -54,7 +56,6 @@ func TestReadersSeeCommitsInFlight(t *testing.T) {
 	db := openTestDB(t, "")
 	e := newTestEvent(1, "signup", "v")
 	release, done := holdNextCommit(t, db, 1, e, stagePublished)
-	t.Cleanup(release)
 
 	if n, err := db.Count(1, "", 0, math.MaxInt64); err != nil || n != 1 {
 		t.Errorf("Count = %d, %v; want 1", n, err)
@@ -96,10 +97,9 @@ func TestViewCountsACommitInFlightOnce(t *testing.T) {
 			name = "folded after a checkpoint swapped the overlay"
 		}
 		t.Run(name, func(t *testing.T) {
-			db := openTestDB(t, "")
-			commitEvents(t, db.DB, 1, newTestEvent(1, "a", "v")) // in cur
+			db := openTestDBWith(t, Options{DerivedInterval: time.Hour}) // no checkpoint but the test's
+			commitEvents(t, db.DB, 1, newTestEvent(1, "a", "v"))         // in cur
 			release, done := holdNextCommit(t, db, 1, newTestEvent(2, "a", "w"), stagePublished)
-			t.Cleanup(release)
 			v := db.derived.view()
 			defer v.close()
 			count := func() int64 { return v.count(1, "", LevelDay, 0, math.MaxInt64) }
@@ -131,7 +131,6 @@ func TestViewCountsACommitInFlightOnce(t *testing.T) {
 func TestReadersAfterACheckpointOfACommitInFlight(t *testing.T) {
 	db := openTestDB(t, "")
 	release, done := holdNextCommit(t, db, 1, newTestEvent(1, "signup", "v"), stageFolded)
-	t.Cleanup(release)
 	db.derived.checkpoint()
 	if n, err := db.Count(1, "", 0, math.MaxInt64); err != nil || n != 1 {
 		t.Errorf("Count = %d, %v; want 1", n, err)
@@ -175,5 +174,41 @@ func TestViewOverlays(t *testing.T) {
 				t.Errorf("read %d overlays, want %d (%v)", len(got), len(want), tc.extra)
 			}
 		})
+	}
+}
+
+// TestCommitStagesInOrder checks that a commit adds its visitor entries to
+// memory before it folds its cells: once folded, a checkpoint may delete
+// the L key by which readers find a commit still in flight.
+func TestCommitStagesInOrder(t *testing.T) {
+	db := openTestDB(t, "")
+	var stages []commitStage
+	hook := func(s commitStage) { stages = append(stages, s) }
+	db.commitHook.Store(&hook)
+	commitEvents(t, db.DB, 1, newTestEvent(1, "signup", "v"))
+	db.commitHook.Store(nil)
+	if want := []commitStage{stagePublished, stageAdded, stageFolded}; !slices.Equal(stages, want) {
+		t.Errorf("stages %v, want %v", stages, want)
+	}
+}
+
+// TestReadersCountACommitInMemoryAndInFlightOnce holds a commit whose
+// entries memory already holds while it is still in flight: a reader finds
+// them twice and must count them once.
+func TestReadersCountACommitInMemoryAndInFlightOnce(t *testing.T) {
+	db := openTestDB(t, "")
+	release, done := holdNextCommit(t, db, 1, newTestEvent(1, "signup", "v"), stageAdded)
+	if _, n, err := db.List(ListQuery{Dataset: 1, VisitorID: "v", HasVisitor: true, To: math.MaxInt64, Limit: 10}); err != nil || n != 1 {
+		t.Errorf("List by visitor: total %d, %v; want 1", n, err)
+	}
+	if got, err := db.VisitorsEvents(1, []string{"v"}, 0, math.MaxInt64, 0); err != nil || len(got["v"]) != 1 {
+		t.Errorf("VisitorsEvents = %v, %v; want one event", got, err)
+	}
+	if n, err := db.Count(1, "", 0, math.MaxInt64); err != nil || n != 1 {
+		t.Errorf("Count = %d, %v; want 1", n, err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
