@@ -58,6 +58,9 @@ type visitorMem struct {
 	max  int           // entries before the fullest day is sealed early
 	kick chan struct{} // wakes the sealer when max is passed
 	seed maphash.Seed  // of the visitor hashes (memDay.heads)
+	// sealChunks is the arena size, in chunks, at which a day is sealed
+	// early: a place holds 12 bits of chunk number (arenaSealChunks).
+	sealChunks int
 	// commits are the commits whose entries may not be added yet; a
 	// reader takes those its Pebble view sees from there (inflight.go).
 	commits *inflight
@@ -126,11 +129,14 @@ type memDay struct {
 
 // arenaChunkBits sizes the arena's largest chunk (1 MiB); the first are
 // smaller, so that a day of a few visitors stays small. A place holds 12
-// bits of chunk number: 4 GiB of visitors a day, the single arena's bound
-// before.
+// bits of chunk number, 4 GiB of visitors a day: a day whose arena reaches
+// arenaSealChunks (3 GiB, reachable only with --visitor-memory raised and
+// visitor ids near their 1 KiB limit) is sealed early like the fullest day
+// past the entry bound, with a gigabyte left for what arrives meanwhile.
 const (
 	arenaChunkBits  = 20
 	arenaChunkFirst = 4 << 10
+	arenaSealChunks = 3 << 10
 )
 
 func newMemDay() *memDay { return &memDay{heads: map[uint64]uint32{}} }
@@ -250,8 +256,8 @@ func newVisitorMem(max int, commits *inflight) *visitorMem {
 		max = DefaultVisitorMemory
 	}
 	return &visitorMem{first: math.MaxUint32, sealed: map[uint32]bool{}, days: map[uint32]*memDay{},
-		nameIdx: map[string]uint32{}, max: max, kick: make(chan struct{}, 1), seed: maphash.MakeSeed(),
-		commits: commits}
+		nameIdx: map[string]uint32{}, max: max, sealChunks: arenaSealChunks, kick: make(chan struct{}, 1),
+		seed: maphash.MakeSeed(), commits: commits}
 }
 
 // hash is the chain of v's entries.
@@ -291,7 +297,7 @@ func (m *visitorMem) add(pending []pendingVisitor) {
 		e.name = m.name(p.n)
 		m.insert(p.v, e)
 	}
-	full := m.entries > m.max
+	_, full := m.overBound()
 	m.mu.Unlock()
 	if full {
 		select {
@@ -299,6 +305,20 @@ func (m *visitorMem) add(pending []pendingVisitor) {
 		default:
 		}
 	}
+}
+
+// overBound reports the day to seal early, if any: the fullest past the
+// entry bound, else one whose arena is near its limit. Callers hold mu.
+func (m *visitorMem) overBound() (uint32, bool) {
+	if m.entries > m.max {
+		return m.fullestDay(), true
+	}
+	for day, md := range m.days {
+		if len(md.arena) >= m.sealChunks {
+			return day, true
+		}
+	}
+	return 0, false
 }
 
 // insert adds one entry; callers hold mu.

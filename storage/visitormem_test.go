@@ -477,3 +477,28 @@ func TestMemDayArenaChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestVisitorMemArenaBound seals a day early once its visitor arena reaches
+// its chunk bound, and its visitors are still found, now in Pebble.
+func TestVisitorMemArenaBound(t *testing.T) {
+	db := openTestDB(t, "")
+	db.vmem.mu.Lock()
+	db.vmem.sealChunks = 2 // two chunks, 12 KiB: a few visitors of 1 KiB ids
+	db.vmem.mu.Unlock()
+	now := time.Now().UnixMilli()
+	vis := func(i int) string { return fmt.Sprintf("%01000d", i) }
+	for i := range 10 {
+		commitEvents(t, db.DB, 1, &Event{ID: testID(uint64(i + 1)), Name: "e", VisitorID: vis(i), HasVisitor: true, Timestamp: now, CreatedAt: now})
+	}
+	if err := db.sealDue(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if n := memEntries(t, db.DB); n != 0 {
+		t.Fatalf("%d entries still in memory, want the day sealed", n)
+	}
+	for i := range 10 {
+		if _, n, err := db.List(ListQuery{Dataset: 1, VisitorID: vis(i), HasVisitor: true, To: math.MaxInt64, Limit: 10}); err != nil || n != 1 {
+			t.Fatalf("visitor %d after the seal: total %d, %v", i, n, err)
+		}
+	}
+}

@@ -62,14 +62,15 @@ func (s *visitorSealer) close() {
 }
 
 // sealDue seals the days that are over at now, then, while memory holds
-// more than its bound, the fullest day.
+// more than its bound, the fullest day (or a day whose visitor arena is
+// near its limit).
 func (d *DB) sealDue(now time.Time) error {
 	m := d.vmem
 	for {
 		m.mu.Lock()
 		day, due := m.first, m.first < visitorDay(now.Add(-VisitorSealGrace).UnixMilli())
-		if !due && m.entries > m.max {
-			day, due = m.fullestDay(), true
+		if !due {
+			day, due = m.overBound()
 		}
 		m.mu.Unlock()
 		if !due {
