@@ -14,16 +14,7 @@ import (
 // ago: the first conflicts, the second is a new event, whether or not the
 // hourly sweep ran.
 func TestImportForgetsKeysPastTheirTTL(t *testing.T) {
-	e, err := Open(Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
-	name := "p"
-	proj, err := e.CreateProject(ProjectInput{Name: &name})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, proj := openTestEngine(t)
 	const line = `{"event":"signup","properties":{}}`
 	scope := "import/" + proj.ID + "/" + Live
 	now := time.Now()

@@ -17,24 +17,8 @@ import (
 // routes do, then reads the person back from either id and through the
 // admin calls; a replay of an idempotency key changes nothing.
 func TestProfileThroughEngine(t *testing.T) {
-	e, err := Open(Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
-	name := "p"
-	proj, err := e.CreateProject(ProjectInput{Name: &name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := e.CreateKey(proj.ID, KeyInput{Name: "k", Type: Secret, Environment: Live})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := e.Authenticate([]byte(key.Key))
-	if p == nil {
-		t.Fatal("key not found")
-	}
+	e, proj := openTestEngine(t)
+	p := secretKey(t, e, proj)
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixMilli()
 	write := func(visitor, idem string, u *storage.ProfileUpdate) {
 		t.Helper()
@@ -140,21 +124,8 @@ func TestProfileThroughEngine(t *testing.T) {
 // once; a breakdown by property counts linked ids as one unique visitor.
 // Unlinked ids stay apart.
 func TestAnalyticsResolveLinkedIDs(t *testing.T) {
-	e, err := Open(Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
-	name := "p"
-	proj, err := e.CreateProject(ProjectInput{Name: &name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := e.CreateKey(proj.ID, KeyInput{Name: "k", Type: Secret, Environment: Live})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := e.Authenticate([]byte(key.Key))
+	e, proj := openTestEngine(t)
+	p := secretKey(t, e, proj)
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	write := func(ev, visitor string, at int64, u *storage.ProfileUpdate) {
 		t.Helper()
