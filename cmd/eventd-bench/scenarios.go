@@ -252,6 +252,9 @@ func buildEnterprise(e *env) *plan {
 			p99, p999 := t.Latency.Percentile(99), t.Latency.Percentile(99.9)
 			sc.Check("p99 from the intended send time", "< 5ms", bench.FormatDuration(p99), p99 < 5*time.Millisecond)
 			sc.Check("p99.9 from the intended send time", "< 20ms", bench.FormatDuration(p999), p999 < 20*time.Millisecond)
+			// Issue 12 asks less than issue 5 did; both are reported.
+			sc.Check("p99 from the intended send time", "< 10ms (issue 12)", bench.FormatDuration(p99), p99 < 10*time.Millisecond)
+			sc.Check("p99.9 from the intended send time", "< 25ms (issue 12)", bench.FormatDuration(p999), p999 < 25*time.Millisecond)
 			sc.Note("offered %s over %d keys in %d enterprise projects (%d a minute each); eventd answered %s with 201",
 				bench.FormatRate(rate, bench.UnitRequests), o.keys, (o.keys+49)/50, o.keyLimit, bench.FormatRate(sc.Eventd.Rate(), bench.UnitRequests))
 			sc.Note("service time (from the actual send) p99 %s; the difference to the latency above is time queued for a connection while the server was behind",

@@ -169,3 +169,32 @@ func TestInterleave(t *testing.T) {
 		t.Errorf("order %v, want %s", got, want)
 	}
 }
+
+// TestEnterpriseTargets runs the enterprise judge on made-up latencies: a
+// p99 of 8 ms misses issue 5's 5 ms and meets issue 12's 10 ms.
+func TestEnterpriseTargets(t *testing.T) {
+	e := &env{o: &options{keys: 500, keyLimit: 2000}, tmpl: bench.NewTemplate(bench.EventTemplate)}
+	sc := scenario("enterprise", bench.PhaseFresh, 1000, -1, 1000, -1)
+	for range 1000 {
+		sc.Eventd.Rounds[0].Latency.Record(8 * time.Millisecond)
+	}
+	buildEnterprise(e).judge(sc)
+	want := map[string]bool{
+		"p99 from the intended send time < 5ms":               false,
+		"p99 from the intended send time < 10ms (issue 12)":   true,
+		"p99.9 from the intended send time < 20ms":            true,
+		"p99.9 from the intended send time < 25ms (issue 12)": true,
+	}
+	for _, tg := range sc.Targets {
+		k := tg.Name + " " + tg.Goal
+		if met, ok := want[k]; ok {
+			if tg.Met != met {
+				t.Errorf("%s: met %v, want %v (got %s)", k, tg.Met, met, tg.Got)
+			}
+			delete(want, k)
+		}
+	}
+	for k := range want {
+		t.Errorf("no target %q", k)
+	}
+}
