@@ -17,6 +17,12 @@ import (
 // IdempotencyTTL is how long an idempotency key is remembered.
 const IdempotencyTTL = 24 * time.Hour
 
+// IdempotencyLive reports whether a record created at createdMs (Unix ms)
+// is still remembered at nowMs: the hourly sweep deletes it later.
+func IdempotencyLive(createdMs, nowMs int64) bool {
+	return time.Duration(nowMs-createdMs)*time.Millisecond < IdempotencyTTL
+}
+
 // KeyConfig is what a key actor knows of its API key. The engine owns it.
 type KeyConfig struct {
 	ID string
@@ -242,7 +248,7 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 			}
 			rec, err := look.Get(k.cfg.ID, p.IdemKey)
 			switch {
-			case err == nil && time.Duration(req.Now.UnixMilli()-rec.CreatedAt)*time.Millisecond < IdempotencyTTL:
+			case err == nil && IdempotencyLive(rec.CreatedAt, req.Now.UnixMilli()):
 				if rec.Hash == p.Hash {
 					rep.Results[i] = Result{Outcome: Replayed, ID: rec.ID, Timestamp: rec.Timestamp}
 				} else {

@@ -269,7 +269,7 @@ func (im *importer) seenKey(key string, now int64) (uint64, bool) {
 	}
 	// A record past its 24 hours is forgotten even before the hourly sweep
 	// deletes it, as the key actor does for the API's keys.
-	if rec, err := im.idem.Get(im.scope, key); err == nil && time.Duration(now-rec.CreatedAt)*time.Millisecond < actors.IdempotencyTTL {
+	if rec, err := im.idem.Get(im.scope, key); err == nil && actors.IdempotencyLive(rec.CreatedAt, now) {
 		return rec.Hash, true
 	}
 	return 0, false

@@ -53,8 +53,7 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	}
 
 	if !skip.name {
-		k = namePrefix(k[:0], ds, e.Name)
-		k = append(appendTS(k, e.Timestamp), e.ID[:]...)
+		k = nameKey(k[:0], ds, e.Name, e.Timestamp, e.ID)
 		_ = b.b.Set(k, nameIndexValue(appendBotMark(k[len(k):], bot), e), nil)
 	}
 

@@ -80,7 +80,7 @@ func (d *DB) eraseChunk(ds uint32, visitor string, erased map[ID]bool, days map[
 	for _, en := range chunk {
 		_ = b.b.Delete(eventKey(nil, ds, en.id), nil)
 		_ = b.b.Delete(timeKey(nil, ds, en.ts, en.id), nil)
-		_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, en.name), en.ts), en.id[:]...), nil)
+		_ = b.b.Delete(nameKey(nil, ds, en.name, en.ts, en.id), nil)
 		// Also for a memory day: a stale key of it (the previous build's, a
 		// crashed seal's) must not come back when the day is sealed.
 		_ = b.b.Delete(visitorKey(nil, ds, visitor, en.ts, en.id), nil)

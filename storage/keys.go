@@ -79,6 +79,11 @@ func namePrefix(dst []byte, ds uint32, name string) []byte {
 	return append(dst, name...)
 }
 
+// nameKey is the name index key of an event: its name's prefix, timestamp, id.
+func nameKey(dst []byte, ds uint32, name string, ts int64, id ID) []byte {
+	return append(appendTS(namePrefix(dst, ds, name), ts), id[:]...)
+}
+
 // counterPrefix is C ds len name level; name "" counts every event.
 func counterPrefix(dst []byte, ds uint32, name string, level byte) []byte {
 	dst = appendDataset(dst, prefixCounter, ds)

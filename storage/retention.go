@@ -75,7 +75,7 @@ func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err 
 		}
 		if e, err := rr.Get(id); err == nil {
 			_ = b.b.Delete(eventKey(nil, ds, id), nil)
-			_ = b.b.Delete(append(appendTS(namePrefix(nil, ds, e.Name), ts), id[:]...), nil)
+			_ = b.b.Delete(nameKey(nil, ds, e.Name, ts, id), nil)
 			if e.HasVisitor {
 				// Also for a memory day: a stale key of it (the previous
 				// build's, a crashed seal's) must not outlive the event.

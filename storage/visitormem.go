@@ -341,27 +341,16 @@ func (m *visitorMem) view(ds uint32, visitor string, first, last uint32, extra [
 	mv := memView{first: m.first, sealed: m.sealedIn(first, last)}
 	v := memVisitor{ds, visitor}
 	h := m.hash(v)
-	byDay := map[uint32][]memEntry{}
 	for day, md := range m.days {
 		if day < first || day > last || !m.inMemory(day) {
 			continue
 		}
 		if s := md.collect(h, v); len(s) > 0 {
-			byDay[day] = s
+			mv.days = append(mv.days, memDayView{day: day, entries: s})
 		}
 	}
-	for _, p := range extra {
-		if day := visitorDay(p.e.ts); day >= first && day <= last && m.inMemory(day) {
-			e := p.e
-			e.name = m.name(p.n)
-			byDay[day] = append(byDay[day], e)
-		}
-	}
-	for day, s := range byDay {
-		if len(extra) > 0 {
-			s = sortEntries(s)
-		}
-		mv.days = append(mv.days, memDayView{day: day, entries: s})
+	if len(extra) > 0 {
+		mv.addPending(m, extra, first, last)
 	}
 	slices.SortFunc(mv.days, func(a, b memDayView) int { return cmp.Compare(a.day, b.day) })
 	mv.names = m.names // append-only: the prefix a reader sees never changes
@@ -392,6 +381,31 @@ type memView struct {
 type memDayView struct {
 	day     uint32
 	entries []memEntry
+}
+
+// addPending adds the entries of commits not added to memory yet to their
+// days of [first, last] that are in memory, dropping repeats of entries
+// the view holds already; callers hold visitorMem.mu.
+func (mv *memView) addPending(m *visitorMem, extra []pendingVisitor, first, last uint32) {
+	touched := map[int]bool{}
+	for _, p := range extra {
+		day := visitorDay(p.e.ts)
+		if day < first || day > last || !m.inMemory(day) {
+			continue
+		}
+		i := slices.IndexFunc(mv.days, func(d memDayView) bool { return d.day == day })
+		if i < 0 {
+			i = len(mv.days)
+			mv.days = append(mv.days, memDayView{day: day})
+		}
+		e := p.e
+		e.name = m.name(p.n)
+		mv.days[i].entries = append(mv.days[i].entries, e)
+		touched[i] = true
+	}
+	for i := range touched {
+		mv.days[i].entries = sortEntries(mv.days[i].entries)
+	}
 }
 
 // inMemory is visitorMem.inMemory as it was when the view was taken.
