@@ -65,6 +65,10 @@ type Pending struct {
 	// committed in the same batch; nil for native events. A replay never
 	// reaches the shard, so it changes nothing.
 	Profile *storage.ProfileUpdate
+	// AtReceipt marks an event sent without a timestamp: the shard sets
+	// Event.Timestamp (and the profile's) to its id's millisecond, a
+	// moment after receipt, so its record needs no Z key (storage keys).
+	AtReceipt bool
 }
 
 // Outcome is what happened to one pending event.

@@ -64,8 +64,15 @@ func (s *shard) Receive(ctx actor.Context) {
 	}
 	for i := range c.write.Events {
 		p := &c.write.Events[i]
-		p.Event.ID, _ = s.gen.Next()
+		var ms int64
+		p.Event.ID, ms = s.gen.Next()
 		p.Event.CreatedAt = c.write.ReceivedAt
+		if p.AtReceipt {
+			p.Event.Timestamp = ms
+			if p.Profile != nil {
+				p.Profile.Timestamp = ms
+			}
+		}
 		s.batch.AddEvent(c.write.Dataset, &p.Event)
 		if p.Profile != nil {
 			s.batch.AddProfile(c.write.Dataset, p.Profile)

@@ -302,7 +302,7 @@ func (e *Engine) funnel(p *Principal, q analytics.Query) (res *FunnelResult, err
 		occs := map[string][]analytics.Occ{}
 		n, err := e.db.StepOccurrences(p.dataset, name, q.VisitorID, q.HasVisitor, q.From, q.To, MaxScanEvents-scanned,
 			func(o storage.Occurrence) {
-				if !recs.matches(&q, o.ID) {
+				if !recs.matches(&q, o.Timestamp, o.ID) {
 					return
 				}
 				if o.Bot && !q.Bots {
@@ -431,7 +431,7 @@ func (e *Engine) retention(p *Principal, q analytics.Query) (res *RetentionResul
 			byName[key] = occs
 		}
 		n, err := e.db.StepOccurrences(p.dataset, name, "", false, from, to, MaxScanEvents-scanned, func(o storage.Occurrence) {
-			if !recs.matches(&q, o.ID) {
+			if !recs.matches(&q, o.Timestamp, o.ID) {
 				return
 			}
 			if o.Bot && !q.Bots {
@@ -508,7 +508,7 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (res *PathsResult, err e
 	visitors := map[string]bool{}
 	var bots int64
 	scanned, err := e.db.StepOccurrences(p.dataset, anchor, "", false, q.From, q.To, MaxScanEvents, func(o storage.Occurrence) {
-		if !recs.matches(&q, o.ID) {
+		if !recs.matches(&q, o.Timestamp, o.ID) {
 			return
 		}
 		if o.Bot && !q.Bots {
@@ -537,7 +537,7 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (res *PathsResult, err e
 	for _, evs := range histories {
 		seq := make([]analytics.PathNode, 0, len(evs))
 		for _, ev := range evs {
-			if !recs.matches(&q, ev.ID) {
+			if !recs.matches(&q, ev.Timestamp, ev.ID) {
 				continue
 			}
 			// A visitor's own bot events (one who also browsed) are left
@@ -550,7 +550,7 @@ func (e *Engine) paths(p *Principal, q analytics.Query) (res *PathsResult, err e
 			}
 			n := analytics.PathNode{Name: ev.Name, Label: ev.Name}
 			if ev.Name == "pageview" {
-				n.Label = recs.pagePath(ev.ID)
+				n.Label = recs.pagePath(ev.Timestamp, ev.ID)
 			}
 			seq = append(seq, n)
 		}
@@ -575,7 +575,7 @@ func (e *Engine) queryRecords(p *Principal) *queryRecords {
 	return &queryRecords{db: e.db, ds: p.dataset}
 }
 
-func (r *queryRecords) get(id storage.ID) (storage.Event, error) {
+func (r *queryRecords) get(ts int64, id storage.ID) (storage.Event, error) {
 	if r.rr == nil {
 		rr, err := r.db.NewRecordReader(r.ds)
 		if err != nil {
@@ -584,7 +584,7 @@ func (r *queryRecords) get(id storage.ID) (storage.Event, error) {
 		}
 		r.rr = rr
 	}
-	ev, err := r.rr.Get(id)
+	ev, err := r.rr.Get(ts, id)
 	if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		r.err = cmp.Or(r.err, err)
 	}
@@ -606,18 +606,18 @@ func (r *queryRecords) close(err *error) {
 // matches applies the where= filter to an event known by its index entry
 // (funnels, retention, paths read no record otherwise): true without a
 // filter, false for an event erased since its index entry was read.
-func (r *queryRecords) matches(q *analytics.Query, id storage.ID) bool {
+func (r *queryRecords) matches(q *analytics.Query, ts int64, id storage.ID) bool {
 	if q.Match == nil {
 		return true
 	}
-	ev, err := r.get(id)
+	ev, err := r.get(ts, id)
 	return err == nil && q.Match(ev.Properties)
 }
 
 // pagePath labels a pageview with its page path: the "path" property t.js
 // sends, else the path of Segment's context.page; "pageview" without one.
-func (r *queryRecords) pagePath(id storage.ID) string {
-	ev, err := r.get(id)
+func (r *queryRecords) pagePath(ts int64, id storage.ID) string {
+	ev, err := r.get(ts, id)
 	if err != nil {
 		return "pageview"
 	}

@@ -228,7 +228,7 @@ func (im *importer) add(n int, line []byte) {
 	im.cur.pending = append(im.cur.pending, actors.Pending{
 		Event: storage.Event{ID: id, Name: in.Name, VisitorID: in.VisitorID, HasVisitor: in.HasVisitor,
 			Timestamp: ts, CreatedAt: created, Properties: in.Properties},
-		IdemKey: in.IdempotencyKey, Hash: in.Hash,
+		IdemKey: in.IdempotencyKey, Hash: in.Hash, AtReceipt: !in.HasTimestamp,
 	})
 }
 
@@ -334,7 +334,11 @@ func (im *importer) commit(c *importChunk) error {
 	for i := range c.pending {
 		p := &c.pending[i]
 		if p.Event.ID == (storage.ID{}) {
-			p.Event.ID, _ = im.e.ids.Next()
+			var ms int64
+			p.Event.ID, ms = im.e.ids.Next()
+			if p.AtReceipt { // as the shards do: no Z key
+				p.Event.Timestamp = ms
+			}
 		}
 		b.AddEvent(im.ds, &p.Event)
 		if p.IdemKey != "" {

@@ -199,8 +199,9 @@ func prepare(p *engine.Principal, in *event.Input, receivedAt int64, sentAt int6
 	return actors.Pending{
 		Event: storage.Event{Name: in.Name, VisitorID: in.VisitorID, HasVisitor: in.HasVisitor,
 			Timestamp: ts, Properties: in.Properties},
-		IdemKey: in.IdempotencyKey,
-		Hash:    in.Hash,
+		IdemKey:   in.IdempotencyKey,
+		Hash:      in.Hash,
+		AtReceipt: !in.HasTimestamp,
 	}, nil
 }
 

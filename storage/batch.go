@@ -37,21 +37,19 @@ func (b *Batch) Len() int { return b.events }
 // AddEvent writes the record and its indexes and counts it in the derived data.
 func (b *Batch) AddEvent(ds uint32, e *Event) {
 	b.events++
-	k := eventKey(b.scratch[:0], ds, e.ID)
+	k := recordKey(b.scratch[:0], ds, e.Timestamp, e.ID)
 	v := appendRecord(k[len(k):], e)
 	_ = b.b.Set(k, v, nil)
-	b.scratch = v[:0]
+	k = v[:0]
+	if displaced(e.Timestamp, e.ID) {
+		k = displacedKey(k, ds, e.ID)
+		_ = b.b.Set(k, appendTS(k[len(k):], e.Timestamp), nil)
+	}
 
 	// A bot's index values carry the bot mark and its derived data goes to
 	// the bot series (bots.go); a human event's are unchanged.
 	bot := IsBot(e.Properties)
-	k = b.scratch[:0]
 	skip := b.db.skip
-	if !skip.time {
-		k = timeKey(k, ds, e.Timestamp, e.ID)
-		_ = b.b.Set(k, appendBotMark(k[len(k):], bot), nil)
-	}
-
 	if !skip.name {
 		k = nameKey(k[:0], ds, e.Name, e.Timestamp, e.ID)
 		_ = b.b.Set(k, nameIndexValue(appendBotMark(k[len(k):], bot), e), nil)

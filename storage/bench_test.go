@@ -128,7 +128,7 @@ func BenchmarkRecordReads(b *testing.B) {
 				b.Fatal(err)
 			}
 			for j := range reads {
-				if _, err := r.Get(testID(uint64(j * 7))); err != nil {
+				if _, err := r.Get(int64(j*7), testID(uint64(j*7))); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -111,22 +111,15 @@ func (d *DB) ListCursors(ds uint32, limit int) ([]Cursor, error) {
 // up to upTo, stopping at limit (more is then true). It reads keys only,
 // so a count costs about a microsecond per event; the limit bounds it.
 func (d *DB) CountEventsAfter(ds uint32, after, upTo ID, limit int) (n int, more bool, err error) {
-	lo := append(eventKey(nil, ds, after), 0)
-	hi := append(eventKey(nil, ds, upTo), 0)
-	if bytes.Compare(lo, hi) >= 0 {
-		return 0, false, nil
-	}
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi, KeyTypes: pebble.IterKeyTypePointsOnly})
-	if err != nil {
-		return 0, false, err
-	}
-	for valid := it.First(); valid; valid = it.Next() {
+	err = d.eachByID(ds, after, upTo, false, func(ID, []byte) bool {
 		if n == limit {
-			return n, true, it.Close()
+			more = true
+			return false
 		}
 		n++
-	}
-	return n, false, it.Close()
+		return true
+	})
+	return n, more, err
 }
 
 // FirstEventAfter returns the first event of ds recorded after id, if any.
@@ -137,30 +130,15 @@ func (d *DB) FirstEventAfter(ds uint32, after ID) (Event, bool, error) {
 	return out, found, err
 }
 
-// LastEventAtOrBefore returns the id of the last event of ds at or before upTo.
-func (d *DB) LastEventAtOrBefore(ds uint32, upTo ID) (ID, bool, error) {
-	var id ID
-	lo := appendDataset(nil, prefixEvent, ds)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: append(eventKey(nil, ds, upTo), 0)})
-	if err != nil {
-		return id, false, err
-	}
-	ok := it.Last()
-	if ok {
-		copy(id[:], it.Key()[datasetPrefLen:])
-	}
-	return id, ok, it.Close()
-}
-
 // MaxIDBefore returns the highest id among the events of ds with a
 // timestamp before cutoff: the last id a retention sweep at cutoff would
-// delete. It reads the time index's keys only.
+// delete. It reads the records' keys only.
 func (d *DB) MaxIDBefore(ds uint32, cutoff int64) (ID, bool, error) {
 	var maxID ID
 	if cutoff <= 0 {
 		return maxID, false, nil
 	}
-	lo, hi := rangeBounds(appendDataset(nil, prefixTime, ds), 0, cutoff-1)
+	lo, hi := rangeBounds(appendDataset(nil, prefixRecord, ds), 0, cutoff-1)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi, KeyTypes: pebble.IterKeyTypePointsOnly})
 	if err != nil {
 		return maxID, false, err

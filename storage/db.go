@@ -140,6 +140,10 @@ func Open(dir string, o Options) (*DB, error) {
 	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
 		vmem: newVisitorMem(o.VisitorMemory, commits), inflight: commits, dir: dir, fs: opts.FS, now: time.Now,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}
+	if err := d.openRecords(o); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("key the event records of %s by timestamp: %w", dir, err)
+	}
 	if err := d.openVisitorIndex(o); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)
@@ -214,6 +218,18 @@ func (d *DB) get(key []byte) ([]byte, error) {
 	}
 	out := append([]byte(nil), v...)
 	return out, closer.Close()
+}
+
+// has reports whether key is set, without copying its value.
+func (d *DB) has(key []byte) (bool, error) {
+	_, closer, err := d.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, closer.Close()
 }
 
 // PutConfig stores a configuration record durably.
@@ -371,15 +387,19 @@ func (d *DB) deleteWhere(lower, upper []byte, sync bool, drop func(key, value []
 }
 
 // openIndex opens the index a dataset query walks over timestamps [from,
-// to]: the visitor's, the name's, or the time index of every event.
+// to]: the visitor's, the name's, or the records of every event.
 func (d *DB) openIndex(ds uint32, name, visitor string, hasVisitor bool, from, to int64) (indexIter, error) {
 	if hasVisitor {
 		return openVisitor(d.db, d.vmem, d.legacyVisitors, ds, visitor, from, to)
 	}
-	prefix := appendDataset(nil, prefixTime, ds)
 	if name != "" {
-		prefix = namePrefix(nil, ds, name)
+		lower, upper := rangeBounds(namePrefix(nil, ds, name), from, to)
+		return d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	}
-	lower, upper := rangeBounds(prefix, from, to)
-	return d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	lower, upper := rangeBounds(appendDataset(nil, prefixRecord, ds), from, to)
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	return &recordIndex{Iterator: it}, nil
 }

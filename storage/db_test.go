@@ -337,7 +337,7 @@ func TestDeleteDatasets(t *testing.T) {
 				}
 			}
 			// No key of any kind is left for a deleted dataset.
-			for _, p := range []byte{prefixEvent, prefixTime, prefixName, prefixVisitor, prefixCounter} {
+			for _, p := range []byte{prefixRecord, prefixName, prefixVisitor, prefixCounter} {
 				keys := countKeys(t, db.DB, appendDataset(nil, p, ds), appendDataset(nil, p, ds+1))
 				if deleted && keys != 0 {
 					t.Errorf("%d keys with prefix %c left", keys, p)
@@ -358,8 +358,8 @@ func TestDeleteDatasets(t *testing.T) {
 			if deleted && len(left) != 0 {
 				t.Errorf("keys left by prefix: %v", fmtPrefixCounts(left))
 			}
-			if !deleted && left[prefixEvent] != len(evs) {
-				t.Errorf("%d event records, want %d", left[prefixEvent], len(evs))
+			if !deleted && left[prefixRecord] != len(evs) {
+				t.Errorf("%d event records, want %d", left[prefixRecord], len(evs))
 			}
 		})
 	}

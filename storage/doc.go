@@ -5,12 +5,17 @@
 //
 // Key layout (every multi-byte integer big-endian so keys sort by value):
 //
-//	E ds id                 -> event record (record order: ids grow with time of recording)
-//	T ds ts id              -> ""        time index, for unfiltered lists
+//	S ds ts id              -> event record, in timestamp order: a time range is one scan
+//	Z ds id                 -> ts        only for a displaced event, whose ts is not its id's
+//	                                     millisecond (a client's or an import's time); an event
+//	                                     sent without a time takes its id's and has none. A
+//	                                     lookup by id reads S at the id's millisecond, else Z;
+//	                                     record order (ids grow with time of recording) merges
+//	                                     S and Z (records.go)
 //	N ds len name ts id     -> visitor   per-name index; the visitor id ("" if none) lets funnels skip records
 //	W ds day len2 visitor ts id -> name  per-visitor index, partitioned by the UTC day of ts
 //	                                     (visitors.go); the value lets a name filter skip records
-//	                                     (a bot event's T, N and W values start with 0xff: bots.go)
+//	                                     (a bot event's N and W values start with 0xff: bots.go)
 //	C ds len name lvl start -> int64     event counts per minute/hour/day bucket (merge operator adds;
 //	                                     written by derived checkpoints, read plus the in-memory overlay)
 //	U ds len name lvl start -> rollup   numeric property sums and a HyperLogLog sketch of visitor ids

@@ -78,8 +78,10 @@ func (d *DB) eraseChunk(ds uint32, visitor string, erased map[ID]bool, days map[
 	defer b.Close()
 	inMem := map[ID]bool{}
 	for _, en := range chunk {
-		_ = b.b.Delete(eventKey(nil, ds, en.id), nil)
-		_ = b.b.Delete(timeKey(nil, ds, en.ts, en.id), nil)
+		_ = b.b.Delete(recordKey(nil, ds, en.ts, en.id), nil)
+		if displaced(en.ts, en.id) {
+			_ = b.b.Delete(displacedKey(nil, ds, en.id), nil)
+		}
 		_ = b.b.Delete(nameKey(nil, ds, en.name, en.ts, en.id), nil)
 		// Also for a memory day: a stale key of it (the previous build's, a
 		// crashed seal's) must not come back when the day is sealed.

@@ -10,23 +10,23 @@ import (
 // cmd/eventd-keycost can measure what each index key and each Pebble setting
 // costs per event with eventd's own write path. serve never sets it.
 type Experiment struct {
-	// SkipTime, SkipName and SkipVisitor leave the T, N and W (visitor) index keys out
+	// SkipName and SkipVisitor leave the N and W (visitor) index keys out
 	// of AddEvent. A store written so answers lists, counts, funnels and
 	// erasure wrongly: use them only on a throwaway directory.
-	SkipTime, SkipName, SkipVisitor bool
+	SkipName, SkipVisitor bool
 	// Pebble, if not nil, adjusts Pebble's options after eventd's own and
 	// before the store opens.
 	Pebble func(*pebble.Options)
 }
 
 // skipKeys is the part of an Experiment that AddEvent reads per event.
-type skipKeys struct{ time, name, visitor bool }
+type skipKeys struct{ name, visitor bool }
 
 func (x *Experiment) skip() skipKeys {
 	if x == nil {
 		return skipKeys{}
 	}
-	return skipKeys{time: x.SkipTime, name: x.SkipName, visitor: x.SkipVisitor}
+	return skipKeys{name: x.SkipName, visitor: x.SkipVisitor}
 }
 
 // SealVisitorMemory writes every day of the visitor index held in memory

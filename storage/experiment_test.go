@@ -14,13 +14,12 @@ func TestExperimentSkipsKeys(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		exp  Experiment
-		want []byte // index prefixes expected after the record's E
+		want []byte // index prefixes expected beside the record's S
 	}{
-		{"none", Experiment{}, []byte{prefixTime, prefixName, prefixVisitor}},
-		{"time", Experiment{SkipTime: true}, []byte{prefixName, prefixVisitor}},
-		{"name", Experiment{SkipName: true}, []byte{prefixTime, prefixVisitor}},
-		{"visitor", Experiment{SkipVisitor: true}, []byte{prefixTime, prefixName}},
-		{"all", Experiment{SkipTime: true, SkipName: true, SkipVisitor: true}, nil},
+		{"none", Experiment{}, []byte{prefixName, prefixVisitor}},
+		{"name", Experiment{SkipName: true}, []byte{prefixVisitor}},
+		{"visitor", Experiment{SkipVisitor: true}, []byte{prefixName}},
+		{"all", Experiment{SkipName: true, SkipVisitor: true}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var memtable uint64
@@ -40,7 +39,7 @@ func TestExperimentSkipsKeys(t *testing.T) {
 				t.Fatalf("GetEvent = %+v, %v; want the event", got, err)
 			}
 			var prefixes []byte
-			for _, p := range []byte{prefixTime, prefixName, prefixVisitor} {
+			for _, p := range []byte{prefixName, prefixVisitor} {
 				lo := appendDataset(nil, p, 1)
 				it, err := db.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: appendDataset(nil, p, 2)})
 				if err != nil {

@@ -7,25 +7,30 @@ import (
 
 // Key prefixes; see the package documentation for the layout.
 const (
-	prefixEvent    = 'E'
-	prefixTime     = 'T'
-	prefixName     = 'N'
-	prefixCounter  = 'C'
-	prefixIdem     = 'I'
-	prefixWindows  = 'R'
-	prefixConfig   = 'X'
-	datasetPrefLen = 5 // prefix byte + uint32 dataset
+	prefixRecord    = 'S'
+	prefixDisplaced = 'Z'
+	prefixName      = 'N'
+	prefixCounter   = 'C'
+	prefixIdem      = 'I'
+	prefixWindows   = 'R'
+	prefixConfig    = 'X'
+	datasetPrefLen  = 5 // prefix byte + uint32 dataset
 
 	// Webhooks and usage alerts (outbox.go); none starts with a dataset.
 	prefixOutbox   = 'O'
 	prefixPending  = 'P'
 	prefixDelivery = 'D'
 	prefixAlert    = 'A'
+
+	// Before records were keyed by timestamp: E ds id -> record and
+	// T ds ts id -> bot mark; moved to S and Z at Open (records.go).
+	prefixEventV1 = 'E'
+	prefixTimeV1  = 'T'
 )
 
 // datasetPrefixes are the prefixes whose keys start with a dataset number:
 // deleting a dataset deletes under each of them.
-var datasetPrefixes = []byte{prefixEvent, prefixTime, prefixName, prefixVisitor, prefixVisitorV1, prefixCounter, prefixRollup, prefixGoal, prefixProfile, prefixLink, prefixCursor}
+var datasetPrefixes = []byte{prefixRecord, prefixDisplaced, prefixName, prefixVisitor, prefixVisitorV1, prefixCounter, prefixRollup, prefixGoal, prefixProfile, prefixLink, prefixCursor}
 
 // ID is the binary form of an event id: 48 bits of Unix milliseconds then 80
 // bits that keep ids unique and increasing.
@@ -64,13 +69,23 @@ func appendTS(dst []byte, ms int64) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(ms))
 }
 
-func eventKey(dst []byte, ds uint32, id ID) []byte {
-	return append(appendDataset(dst, prefixEvent, ds), id[:]...)
+// recordKey is S ds ts id: an event's record, in timestamp order, so that
+// a time range is one scan of the records themselves.
+func recordKey(dst []byte, ds uint32, ts int64, id ID) []byte {
+	return append(appendTS(appendDataset(dst, prefixRecord, ds), ts), id[:]...)
 }
 
-func timeKey(dst []byte, ds uint32, ts int64, id ID) []byte {
-	return append(appendTS(appendDataset(dst, prefixTime, ds), ts), id[:]...)
+// displacedKey is Z ds id: it holds the timestamp of a displaced event,
+// whose record a lookup by id cannot find at its id's millisecond.
+func displacedKey(dst []byte, ds uint32, id ID) []byte {
+	return append(appendDataset(dst, prefixDisplaced, ds), id[:]...)
 }
+
+// displaced reports whether an event's timestamp is not its id's
+// millisecond: a time the client sent, or an import's. An event sent
+// without a time takes its id's (the shard sets it), so live traffic
+// writes no Z key.
+func displaced(ts int64, id ID) bool { return ts != IDTime(id) }
 
 // namePrefix is N ds len name: every index entry of one event name.
 func namePrefix(dst []byte, ds uint32, name string) []byte {

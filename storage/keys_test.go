@@ -38,10 +38,10 @@ func TestTimeKeyOrder(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			k1 := timeKey(nil, tc.ds1, tc.ts1, tc.id1)
-			k2 := timeKey(nil, tc.ds2, tc.ts2, tc.id2)
+			k1 := recordKey(nil, tc.ds1, tc.ts1, tc.id1)
+			k2 := recordKey(nil, tc.ds2, tc.ts2, tc.id2)
 			if len(k1) != datasetPrefLen+8+16 {
-				t.Fatalf("len(timeKey) = %d, want %d", len(k1), datasetPrefLen+24)
+				t.Fatalf("len(recordKey) = %d, want %d", len(k1), datasetPrefLen+24)
 			}
 			if got := bytes.Compare(k1, k2); got != tc.want {
 				t.Errorf("compare(%x, %x) = %d, want %d", k1, k2, got, tc.want)
@@ -69,7 +69,7 @@ func TestTimeKeyOrderRandom(t *testing.T) {
 		if want == 0 {
 			want = bytes.Compare(id1[:], id2[:])
 		}
-		got := bytes.Compare(timeKey(nil, 3, ts1, id1), timeKey(nil, 3, ts2, id2))
+		got := bytes.Compare(recordKey(nil, 3, ts1, id1), recordKey(nil, 3, ts2, id2))
 		if got != want {
 			t.Fatalf("(%d,%x) vs (%d,%x): compare = %d, want %d", ts1, id1, ts2, id2, got, want)
 		}
@@ -197,7 +197,7 @@ func TestPrefixEnd(t *testing.T) {
 		{"all ff", []byte{0xff}, nil},
 		{"all ff long", []byte{0xff, 0xff, 0xff}, nil},
 		{"empty", []byte{}, nil},
-		{"dataset max", appendDataset(nil, prefixTime, math.MaxUint32), []byte{prefixTime + 1}},
+		{"dataset max", appendDataset(nil, prefixRecord, math.MaxUint32), []byte{prefixRecord + 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -297,11 +297,11 @@ func TestTSIDSuffix(t *testing.T) {
 		ts     int64
 		wantID ID
 	}{
-		{"time key", timeKey(nil, 1, ts, id), true, ts, id},
+		{"time key", recordKey(nil, 1, ts, id), true, ts, id},
 		{"name key", append(appendTS(namePrefix(nil, 1, "purchase"), ts), id[:]...), true, ts, id},
 		{"visitor key", visitorKey(nil, 1, "visitor-ü", ts, id), true, ts, id},
 		{"exactly 24 bytes", indexKey(nil, 42, maxID()), true, 42, maxID()},
-		{"max ts", timeKey(nil, 0, math.MaxInt64, ID{}), true, math.MaxInt64, ID{}},
+		{"max ts", recordKey(nil, 0, math.MaxInt64, ID{}), true, math.MaxInt64, ID{}},
 		{"23 bytes", make([]byte, 23), false, 0, ID{}},
 		{"empty", nil, false, 0, ID{}},
 	}

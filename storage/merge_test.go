@@ -158,7 +158,7 @@ func TestMergerOperator(t *testing.T) {
 	if _, err := merger.Merge(key, []byte{1}); !errors.Is(err, errCorrupt) {
 		t.Errorf("short first operand: %v, want errCorrupt", err)
 	}
-	for _, k := range [][]byte{nil, {prefixEvent, 0}, configKey("k", "id")} {
+	for _, k := range [][]byte{nil, {prefixRecord, 0}, configKey("k", "id")} {
 		if _, err := merger.Merge(k, le(1)); err == nil {
 			t.Errorf("Merge on key %q: no error", k)
 		}

@@ -7,13 +7,34 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// GetEvent reads one event of dataset ds, ErrNotFound if it is not there.
+// GetEvent reads one event of dataset ds, ErrNotFound if it is not there:
+// its record at its id's millisecond, else where its Z key says.
 func (d *DB) GetEvent(ds uint32, id ID) (Event, error) {
-	v, err := d.get(eventKey(nil, ds, id))
+	v, err := d.get(recordKey(nil, ds, IDTime(id), id))
+	if errors.Is(err, ErrNotFound) {
+		var ts int64
+		if ts, err = d.displacedTime(ds, id); err == nil {
+			v, err = d.get(recordKey(nil, ds, ts, id))
+		}
+	}
 	if err != nil {
 		return Event{}, err
 	}
 	return DecodeEvent(id, v)
+}
+
+// displacedTime is the timestamp a displaced event's Z key holds,
+// ErrNotFound if it has none.
+func (d *DB) displacedTime(ds uint32, id ID) (int64, error) {
+	v, err := d.get(displacedKey(nil, ds, id))
+	if err != nil {
+		return 0, err
+	}
+	ts, ok := decodeTS(v)
+	if !ok {
+		return 0, errCorrupt
+	}
+	return ts, nil
 }
 
 // ListQuery selects events of one dataset, newest timestamp first.
@@ -32,6 +53,12 @@ type ListQuery struct {
 	MaxScan int
 }
 
+// tsID is the place of an event's record: its timestamp and id.
+type tsID struct {
+	ts int64
+	id ID
+}
+
 // List returns one page of matching events and the exact number of matches.
 // Without a visitor filter the total comes from the counters plus scans of at
 // most two partial minutes; with one it counts the visitor's index entries.
@@ -44,7 +71,7 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 		return nil, 0, err
 	}
 	nameFilter := q.HasVisitor && q.Name != ""
-	ids := make([]ID, 0, q.Limit)
+	keys := make([]tsID, 0, q.Limit)
 	var seen int64
 	for it.Last(); it.Valid(); it.Prev() {
 		if nameFilter && !sameName(it.Value(), q.Name) {
@@ -54,18 +81,18 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 		if seen <= int64(q.Offset) {
 			continue
 		}
-		if len(ids) == q.Limit {
+		if len(keys) == q.Limit {
 			if !q.HasVisitor {
 				break // the counters give the total
 			}
 			continue
 		}
-		_, id, ok := tsIDSuffix(it.Key())
+		ts, id, ok := tsIDSuffix(it.Key())
 		if !ok {
 			_ = it.Close()
 			return nil, 0, errCorrupt
 		}
-		ids = append(ids, id)
+		keys = append(keys, tsID{ts, id})
 	}
 	if err := it.Close(); err != nil {
 		return nil, 0, err
@@ -81,9 +108,9 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 		return nil, 0, err
 	}
 	defer rr.Close()
-	events := make([]Event, 0, len(ids))
-	for _, id := range ids {
-		e, err := rr.Get(id)
+	events := make([]Event, 0, len(keys))
+	for _, k := range keys {
+		e, err := rr.Get(k.ts, k.id)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -114,13 +141,13 @@ func (d *DB) Count(ds uint32, name string, from, to int64) (int64, error) {
 	}
 	var prefix []byte
 	if name == "" {
-		prefix = appendDataset(nil, prefixTime, ds)
+		prefix = appendDataset(nil, prefixRecord, ds)
 	} else {
 		prefix = namePrefix(nil, ds, name)
 	}
 	for _, e := range plan.Edges {
 		lo, hi := rangeBounds(prefix, e.Start, e.End-1)
-		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi, KeyTypes: pebble.IterKeyTypePointsOnly})
 		if err != nil {
 			return 0, err
 		}
@@ -180,24 +207,18 @@ func (d *DB) EventsAfter(ds uint32, after ID, limit int, fn func(*Event) bool) e
 // it). A reader that keeps what it made of a record, as the stream's
 // shared cache does, decodes each event once instead of once per reader.
 func (d *DB) RecordsAfter(ds uint32, after ID, limit int, fn func(id ID, record []byte) bool) error {
-	lo := eventKey(nil, ds, after)
-	lo = append(lo, 0) // strictly after
-	hi := appendDataset(nil, prefixEvent, ds+1)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return err
+	if limit <= 0 {
+		return nil
 	}
 	n := 0
-	for it.First(); it.Valid() && n < limit; it.Next() {
-		var id ID
-		copy(id[:], it.Key()[datasetPrefLen:])
+	return d.eachByID(ds, after, lastID, true, func(id ID, record []byte) bool {
 		n++
-		if !fn(id, it.Value()) {
-			break
-		}
-	}
-	return it.Close()
+		return fn(id, record) && n < limit
+	})
 }
+
+// lastID is the highest id: "no bound" for reads in id order.
+var lastID = ID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 // DecodeEvent decodes the stored record of event id (GetEvent,
 // RecordReader and RecordsAfter read them); the event owns its bytes.
@@ -255,11 +276,11 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		if scanned++; scanned > q.MaxScan {
 			return nil, 0, ErrScanLimit
 		}
-		_, id, ok := tsIDSuffix(it.Key())
+		ts, id, ok := tsIDSuffix(it.Key())
 		if !ok {
 			return nil, 0, errCorrupt
 		}
-		e, err := rr.Get(id)
+		e, err := readAt(it, rr, ts, id)
 		if errors.Is(err, ErrNotFound) {
 			continue // erased between the index entry and its record
 		}

@@ -1,8 +1,13 @@
 package storage
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
+	"slices"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // TestRecordReader: the reader answers as GetEvent does, for ids in and
@@ -21,7 +26,7 @@ func TestRecordReader(t *testing.T) {
 	}
 	defer r.Close()
 	for _, n := range []uint64{1, 3, 19, 2, 4, 7, 5, 21, 0, 11} {
-		got, gotErr := r.Get(testID(n))
+		got, gotErr := r.Get(int64(n), testID(n))
 		want, wantErr := db.GetEvent(1, testID(n))
 		if !errors.Is(gotErr, wantErr) || (wantErr == nil) != (n%2 == 1 && n < 20) {
 			t.Fatalf("id %d: err %v, GetEvent's %v", n, gotErr, wantErr)
@@ -34,7 +39,196 @@ func TestRecordReader(t *testing.T) {
 	// it): read as GetEvent reads it, not missing.
 	late := &Event{ID: testID(40), Name: "late", Timestamp: 40, CreatedAt: 7}
 	commitEvents(t, db.DB, 1, late)
-	if got, err := r.Get(late.ID); err != nil || !sameEvent(&got, late) {
+	if got, err := r.Get(late.Timestamp, late.ID); err != nil || !sameEvent(&got, late) {
 		t.Fatalf("an event committed after the reader opened: %+v, %v", got, err)
+	}
+}
+
+// idAt is an id recorded at Unix millisecond ms, n-th of that millisecond.
+func idAt(ms int64, n byte) ID {
+	id := IDAt(ms)
+	id[15] = n
+	return id
+}
+
+// mixedEvents are events recorded at ms 1000..1009 of dataset 1, some at
+// their id's millisecond (live traffic, no Z key) and some displaced: a
+// client time a little earlier, later, far in the past (a backfill) and
+// far ahead, several sharing a millisecond with others.
+func mixedEvents() []*Event {
+	var evs []*Event
+	for i, ts := range []int64{1000, 995, 1002, 1003, 1, 1005, 1005, 1_000_000, 1003, 1009, 1009, 1002} {
+		id := idAt(1000+int64(i)%10, byte(i))
+		evs = append(evs, &Event{ID: id, Name: "e", Timestamp: ts, CreatedAt: IDTime(id)})
+	}
+	return evs
+}
+
+// TestEachByIDMergesDisplaced: reads in record (id) order give every
+// event of an id range once, in id order, whether its record sits at its
+// id's millisecond or is displaced, for every bound and limit.
+func TestEachByIDMergesDisplaced(t *testing.T) {
+	db := openTestDB(t, "")
+	evs := mixedEvents()
+	commitEvents(t, db.DB, 1, evs...)
+	commitEvents(t, db.DB, 2, &Event{ID: idAt(1004, 0), Name: "other", Timestamp: 1004}) // another dataset's
+	ids := make([]ID, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	slices.SortFunc(ids, func(a, b ID) int { return compareIDs(a, b) })
+	bounds := append([]ID{{}, idAt(1003, 0), idAt(1005, 255), lastID}, ids...)
+	for _, after := range bounds {
+		for _, upTo := range bounds {
+			var want []ID
+			for _, id := range ids {
+				if compareIDs(id, after) > 0 && compareIDs(id, upTo) <= 0 {
+					want = append(want, id)
+				}
+			}
+			var got []ID
+			if err := db.eachByID(1, after, upTo, true, func(id ID, record []byte) bool {
+				e, err := DecodeEvent(id, record)
+				if err != nil || e.Name != "e" {
+					t.Fatalf("record of %x: %+v, %v", id, e, err)
+				}
+				got = append(got, id)
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("after %x up to %x: %x, want %x", after, upTo, got, want)
+			}
+			for _, limit := range []int{0, 1, 3, 100} {
+				n, more, err := db.CountEventsAfter(1, after, upTo, limit)
+				if err != nil || n != min(limit, len(want)) || more != (len(want) > limit) {
+					t.Fatalf("count after %x up to %x limit %d: %d %v %v, want %d", after, upTo, limit, n, more, err, len(want))
+				}
+			}
+		}
+	}
+	for limit := 1; limit <= len(ids)+1; limit++ {
+		var got []ID
+		if err := db.RecordsAfter(1, ids[0], limit, func(id ID, _ []byte) bool { got = append(got, id); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if want := ids[1:min(limit+1, len(ids))]; !slices.Equal(got, want) {
+			t.Fatalf("limit %d: %x, want %x", limit, got, want)
+		}
+	}
+}
+
+func compareIDs(a, b ID) int { return bytes.Compare(a[:], b[:]) }
+
+// TestDisplacedEvents: an event whose timestamp is not its id's
+// millisecond is found by id (GetEvent, HasEvent) through its Z key, read
+// in time order with the others, and leaves no Z key behind when erased or
+// expired.
+func TestDisplacedEvents(t *testing.T) {
+	db := openTestDB(t, "")
+	evs := mixedEvents()
+	for _, e := range evs {
+		e.VisitorID, e.HasVisitor = "v", true
+	}
+	commitEvents(t, db.DB, 1, evs...)
+	displacedN := 0
+	for _, e := range evs {
+		got, err := db.GetEvent(1, e.ID)
+		if err != nil || !sameEvent(&got, e) {
+			t.Fatalf("GetEvent(%x) = %+v, %v; want %+v", e.ID, got, err, e)
+		}
+		if ok, err := db.HasEvent(1, e.ID); !ok || err != nil {
+			t.Fatalf("HasEvent(%x) = %v, %v", e.ID, ok, err)
+		}
+		if displaced(e.Timestamp, e.ID) {
+			displacedN++
+		}
+	}
+	if z := countKeys(t, db.DB, appendDataset(nil, prefixDisplaced, 1), appendDataset(nil, prefixDisplaced, 2)); z != displacedN || z == 0 {
+		t.Fatalf("%d Z keys, want one per displaced event (%d)", z, displacedN)
+	}
+	for _, id := range []ID{idAt(1000, 200), idAt(1, 4)} { // missing; a displaced one's time, not its id
+		if _, err := db.GetEvent(1, id); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("GetEvent(%x): %v, want not found", id, err)
+		}
+		if ok, err := db.HasEvent(1, id); ok || err != nil {
+			t.Fatalf("HasEvent(%x) = %v, %v", id, ok, err)
+		}
+	}
+	// Time order: ScanEvents and the list give every event by timestamp.
+	var times []int64
+	if err := db.ScanEvents(1, 0, 2_000_000, func(e *Event) bool { times = append(times, e.Timestamp); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(times) != len(evs) || !slices.IsSorted(times) {
+		t.Fatalf("ScanEvents timestamps %v", times)
+	}
+	// Expiry before 1003 takes the events at 1, 995, 1000, 1002 (twice).
+	n, err := db.ExpireBefore(1, 1003)
+	if err != nil || n != 5 {
+		t.Fatalf("expired %d, %v; want 5", n, err)
+	}
+	if _, err := db.EraseVisitor(1, "v", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []byte{prefixRecord, prefixDisplaced, prefixName} {
+		if k := countKeys(t, db.DB, appendDataset(nil, p, 1), appendDataset(nil, p, 2)); k != 0 {
+			t.Errorf("%d keys with prefix %c left after expiry and erasure", k, p)
+		}
+	}
+}
+
+// TestMigrateRecords: a store written with records keyed by id (E) and a
+// time index (T) is moved to S and Z keys at Open, and then reads as one
+// written so; a read-only open of it fails instead of reading nothing.
+func TestMigrateRecords(t *testing.T) {
+	dir := t.TempDir()
+	evs := mixedEvents()
+	{
+		old, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := old.db.NewBatch()
+		for _, e := range evs {
+			k := append(appendDataset(nil, prefixEventV1, 1), e.ID[:]...)
+			_ = b.Set(k, appendRecord(nil, e), nil)
+			tk := append(appendTS(appendDataset(nil, prefixTimeV1, 1), e.Timestamp), e.ID[:]...)
+			_ = b.Set(tk, nil, nil)
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(dir, Options{ReadOnly: true}); err == nil {
+		t.Fatal("a read-only open of a store keyed by id succeeded")
+	}
+	db, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	for _, p := range []byte{prefixEventV1, prefixTimeV1} {
+		if k := countKeys(t, db, []byte{p}, []byte{p + 1}); k != 0 {
+			t.Errorf("%d keys with prefix %c left", k, p)
+		}
+	}
+	for _, e := range evs {
+		if got, err := db.GetEvent(1, e.ID); err != nil || !sameEvent(&got, e) {
+			t.Fatalf("GetEvent(%x) = %+v, %v", e.ID, got, err)
+		}
+	}
+	var n int
+	if err := db.RecordsAfter(1, ID{}, 100, func(ID, []byte) bool { n++; return true }); err != nil || n != len(evs) {
+		t.Fatalf("RecordsAfter: %d, %v; want %d", n, err, len(evs))
+	}
+	// Binary layout check: the record key ends with the big-endian timestamp and id.
+	k := recordKey(nil, 1, evs[1].Timestamp, evs[1].ID)
+	if ts := int64(binary.BigEndian.Uint64(k[datasetPrefLen:])); ts != evs[1].Timestamp {
+		t.Fatalf("record key ts %d", ts)
 	}
 }

@@ -1,8 +1,6 @@
 package storage
 
 import (
-	"errors"
-
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -14,8 +12,7 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 	if cutoff <= 0 {
 		return 0, nil
 	}
-	tp := appendDataset(nil, prefixTime, ds)
-	lo, hi := rangeBounds(tp, 0, cutoff-1)
+	lo, hi := rangeBounds(appendDataset(nil, prefixRecord, ds), 0, cutoff-1)
 	n := 0
 	for {
 		count, last, err := d.expireChunk(ds, lo, hi)
@@ -46,35 +43,28 @@ func (d *DB) ExpireBefore(ds uint32, cutoff int64) (int, error) {
 	return n, d.commit(b, pebble.Sync)
 }
 
-// expireChunk deletes the first eraseChunk events of the time index range
-// [lo, hi) of ds with their index entries, and reports how many and the
-// last time key. It holds the sealer off for its chunk only, so that a long
-// expiry does not keep a day in memory past its bound.
+// expireChunk deletes the first eraseChunk records of the range [lo, hi)
+// of ds with their index entries, and reports how many and the last record
+// key. It holds the sealer off for its chunk only, so that a long expiry
+// does not keep a day in memory past its bound.
 func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err error) {
 	m := d.vmem
 	m.sealMu.Lock() // no day moves from memory to Pebble meanwhile
 	defer m.sealMu.Unlock()
-	// Point deletes for what is keyed by id, name or visitor; the time
-	// index itself goes with one range deletion at the end.
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return 0, nil, err
-	}
-	rr, err := d.NewRecordReader(ds)
-	if err != nil {
-		_ = it.Close()
 		return 0, nil, err
 	}
 	b := d.NewBatch()
 	defer b.Close()
 	inMem := map[memVisitor]map[ID]bool{}
 	for it.First(); it.Valid() && count < eraseChunk; it.Next() {
-		ts, id, ok := tsIDSuffix(it.Key())
-		if !ok {
-			continue
-		}
-		if e, err := rr.Get(id); err == nil {
-			_ = b.b.Delete(eventKey(nil, ds, id), nil)
+		e, err := decodeRecordEntry(it.Key(), it.Value())
+		if err == nil {
+			ts, id := e.Timestamp, e.ID
+			if displaced(ts, id) {
+				_ = b.b.Delete(displacedKey(nil, ds, id), nil)
+			}
 			_ = b.b.Delete(nameKey(nil, ds, e.Name, ts, id), nil)
 			if e.HasVisitor {
 				// Also for a memory day: a stale key of it (the previous
@@ -92,7 +82,7 @@ func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err 
 		last = append(last[:0], it.Key()...)
 		count++
 	}
-	if err := errors.Join(it.Close(), rr.Close()); err != nil {
+	if err := it.Close(); err != nil {
 		return 0, nil, err
 	}
 	return count, last, d.commitRemovingVisitors(b, inMem)

@@ -224,14 +224,7 @@ func (r *rollupReader) addSeries(a *Agg, bs bucketSpan, series string) error {
 // records when a sum or visitors are needed, except that the name index
 // already holds visitor ids).
 func (d *DB) edgeAggregate(q *AggQuery, e span, a *Agg) error {
-	var prefix []byte
-	if q.Name == "" {
-		prefix = appendDataset(nil, prefixTime, q.Dataset)
-	} else {
-		prefix = namePrefix(nil, q.Dataset, q.Name)
-	}
-	lo, hi := rangeBounds(prefix, e.Start, e.End-1)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := d.openIndex(q.Dataset, q.Name, "", false, e.Start, e.End-1)
 	if err != nil {
 		return err
 	}
@@ -256,11 +249,11 @@ func (d *DB) edgeAggregate(q *AggQuery, e span, a *Agg) error {
 			}
 			continue
 		}
-		_, id, ok := tsIDSuffix(it.Key())
+		ts, id, ok := tsIDSuffix(it.Key())
 		if !ok {
 			return errCorrupt
 		}
-		ev, err := rr.Get(id)
+		ev, err := readAt(it, rr, ts, id)
 		if err != nil {
 			return err
 		}
@@ -333,7 +326,7 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 			a.Sketch.Add(HashVisitor(q.VisitorID))
 		}
 		if q.Property != "" {
-			ev, err := rr.Get(id)
+			ev, err := rr.Get(ts, id)
 			if err != nil {
 				return err
 			}
@@ -379,7 +372,7 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 		if i < 0 || i >= len(out) {
 			return nil
 		}
-		ev, err := rr.Get(id)
+		ev, err := rr.Get(ts, id)
 		if errors.Is(err, ErrNotFound) {
 			return nil // erased between the index entry and its record
 		}
@@ -528,14 +521,14 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 	}
 	defer rr.Close()
 	scanned := 0
-	err = d.scanQuery(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, q.From, q.To, func(_ int64, id ID, value []byte) error {
+	err = d.scanQuery(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, q.From, q.To, func(ts int64, id ID, value []byte) error {
 		if q.HasVisitor && q.Name != "" && !sameName(value, q.Name) {
 			return nil
 		}
 		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
 			return ErrScanLimit
 		}
-		ev, err := rr.Get(id)
+		ev, err := rr.Get(ts, id)
 		if errors.Is(err, ErrNotFound) {
 			return nil // erased between the index entry and its record
 		}
@@ -711,31 +704,23 @@ func (d *DB) VisitorEvents(ds uint32, visitor string, from, to int64, limit int)
 }
 
 // EventsInRange calls fn with every event of ds with a timestamp in [from,
-// to], oldest first (the time index, then each record); more than maxScan
-// (0: no bound) returns ErrScanLimit, checked up front from the counters.
+// to], oldest first; more than maxScan (0: no bound) returns ErrScanLimit,
+// checked up front from the counters.
 func (d *DB) EventsInRange(ds uint32, from, to int64, maxScan int, fn func(*Event)) error {
 	from = max(from, 0)
 	if err := d.checkScan(ds, "", from, to, maxScan); err != nil {
 		return err
 	}
-	rr, err := d.NewRecordReader(ds)
-	if err != nil {
-		return err
-	}
-	defer rr.Close()
 	scanned := 0
-	return d.scanIndex(appendDataset(nil, prefixTime, ds), from, to, func(_ int64, id ID, _ []byte) error {
+	err := d.ScanEvents(ds, from, to, func(e *Event) bool {
 		if scanned++; maxScan > 0 && scanned > maxScan {
-			return ErrScanLimit
+			return false
 		}
-		ev, err := rr.Get(id)
-		if errors.Is(err, ErrNotFound) {
-			return nil // erased between the index entry and its record
-		}
-		if err != nil {
-			return err
-		}
-		fn(&ev)
-		return nil
+		fn(e)
+		return true
 	})
+	if err == nil && maxScan > 0 && scanned > maxScan {
+		err = ErrScanLimit
+	}
+	return err
 }

@@ -4,35 +4,27 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// HasEvent reports whether ds holds an event with this id.
+// HasEvent reports whether ds holds an event with this id: a record at its
+// id's millisecond or a Z key (written and deleted with its record).
 func (d *DB) HasEvent(ds uint32, id ID) (bool, error) {
-	_, err := d.get(eventKey(nil, ds, id))
-	if err == ErrNotFound {
-		return false, nil
+	ok, err := d.has(recordKey(nil, ds, IDTime(id), id))
+	if ok || err != nil {
+		return ok, err
 	}
-	return err == nil, err
+	return d.has(displacedKey(nil, ds, id))
 }
 
 // ScanEvents calls fn for every event of ds with a timestamp in [from, to]
 // (inclusive), oldest first, until fn returns false. Exports use it.
 func (d *DB) ScanEvents(ds uint32, from, to int64, fn func(*Event) bool) error {
-	lower, upper := rangeBounds(appendDataset(nil, prefixTime, ds), from, to)
+	lower, upper := rangeBounds(appendDataset(nil, prefixRecord, ds), from, to)
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
-	rr, err := d.NewRecordReader(ds)
-	if err != nil {
-		return err
-	}
-	defer rr.Close()
 	for it.First(); it.Valid(); it.Next() {
-		_, id, ok := tsIDSuffix(it.Key())
-		if !ok {
-			return errCorrupt
-		}
-		e, err := rr.Get(id)
+		e, err := decodeRecordEntry(it.Key(), it.Value())
 		if err != nil {
 			return err
 		}
