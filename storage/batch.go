@@ -24,6 +24,7 @@ type Batch struct {
 	// visitors are the batch's visitor index entries; Commit writes those
 	// of days in Pebble as W keys and gives the others to memory.
 	visitors []pendingVisitor
+	maxIDMs  int64 // the latest id millisecond added (DB.idCeil)
 }
 
 // NewBatch starts an empty batch.
@@ -37,6 +38,7 @@ func (b *Batch) Len() int { return b.events }
 // AddEvent writes the record and its indexes and counts it in the derived data.
 func (b *Batch) AddEvent(ds uint32, e *Event) {
 	b.events++
+	b.maxIDMs = max(b.maxIDMs, IDTime(e.ID))
 	k := recordKey(b.scratch[:0], ds, e.Timestamp, e.ID)
 	v := appendRecord(k[len(k):], e)
 	_ = b.b.Set(k, v, nil)
@@ -127,6 +129,11 @@ func (b *Batch) Commit(sync bool) error {
 	opts := pebble.NoSync
 	if sync {
 		opts = pebble.Sync
+	}
+	// Before Pebble shows the records: a read in id order must not stop
+	// short of them (idCeil).
+	for old := b.db.maxIDMs.Load(); b.maxIDMs > old && !b.db.maxIDMs.CompareAndSwap(old, b.maxIDMs); {
+		old = b.db.maxIDMs.Load()
 	}
 	var c *inflightCommit
 	if seq != 0 { // always when mem is not empty: every event adds a count cell

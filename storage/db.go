@@ -71,6 +71,9 @@ type DB struct {
 	// legacyVisitors: opened read-only before the visitor index moved to
 	// day partitions, so readers use the old layout (visitors.go).
 	legacyVisitors bool
+	// oldRecords: opened read-only before the records were keyed by
+	// timestamp (records.go); no event reads until a read-write open.
+	oldRecords bool
 	// vmem holds the visitor index of recent days (visitormem.go); sealer
 	// writes finished days to Pebble as ingested tables (visitorseal.go).
 	vmem   *visitorMem
@@ -83,6 +86,9 @@ type DB struct {
 	fs           vfs.FS
 	tableOptions sstable.WriterOptions // the bottom level's, for ingested tables
 	now          func() time.Time
+	// maxIDMs is the latest id millisecond a batch of this process wrote,
+	// raised before its commit (idCeil).
+	maxIDMs atomic.Int64
 }
 
 // ErrNotFound is returned by lookups of missing records.

@@ -53,12 +53,6 @@ type ListQuery struct {
 	MaxScan int
 }
 
-// tsID is the place of an event's record: its timestamp and id.
-type tsID struct {
-	ts int64
-	id ID
-}
-
 // List returns one page of matching events and the exact number of matches.
 // Without a visitor filter the total comes from the counters plus scans of at
 // most two partial minutes; with one it counts the visitor's index entries.
@@ -70,8 +64,11 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	defer it.Close()
+	er := entryReader{d: d, ds: q.Dataset}
+	defer er.close()
 	nameFilter := q.HasVisitor && q.Name != ""
-	keys := make([]tsID, 0, q.Limit)
+	events := make([]Event, 0, q.Limit)
 	var seen int64
 	for it.Last(); it.Valid(); it.Prev() {
 		if nameFilter && !sameName(it.Value(), q.Name) {
@@ -81,7 +78,7 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 		if seen <= int64(q.Offset) {
 			continue
 		}
-		if len(keys) == q.Limit {
+		if len(events) == q.Limit {
 			if !q.HasVisitor {
 				break // the counters give the total
 			}
@@ -89,12 +86,15 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 		}
 		ts, id, ok := tsIDSuffix(it.Key())
 		if !ok {
-			_ = it.Close()
 			return nil, 0, errCorrupt
 		}
-		keys = append(keys, tsID{ts, id})
+		e, err := er.read(it, ts, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		events = append(events, e)
 	}
-	if err := it.Close(); err != nil {
+	if err := it.Error(); err != nil {
 		return nil, 0, err
 	}
 	total := seen
@@ -102,19 +102,6 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 		if total, err = d.Count(q.Dataset, q.Name, q.From, q.To); err != nil {
 			return nil, 0, err
 		}
-	}
-	rr, err := d.NewRecordReader(q.Dataset)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rr.Close()
-	events := make([]Event, 0, len(keys))
-	for _, k := range keys {
-		e, err := rr.Get(k.ts, k.id)
-		if err != nil {
-			return nil, 0, err
-		}
-		events = append(events, e)
 	}
 	return events, total, nil
 }
@@ -260,11 +247,8 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		return nil, 0, err
 	}
 	defer it.Close()
-	rr, err := d.NewRecordReader(q.Dataset)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rr.Close()
+	er := entryReader{d: d, ds: q.Dataset}
+	defer er.close()
 	nameFilter := q.HasVisitor && q.Name != ""
 	events := make([]Event, 0, q.Limit)
 	var matched int64
@@ -280,7 +264,7 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		if !ok {
 			return nil, 0, errCorrupt
 		}
-		e, err := readAt(it, rr, ts, id)
+		e, err := er.read(it, ts, id)
 		if errors.Is(err, ErrNotFound) {
 			continue // erased between the index entry and its record
 		}

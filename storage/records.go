@@ -3,10 +3,11 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/eventd/eventd/storage/diskspace"
 )
 
 // RecordReader reads many event records of one dataset through one Pebble
@@ -85,13 +86,35 @@ func (r *recordIndex) Value() []byte {
 	return r.val
 }
 
-// readAt reads the event of the entry under it: from the entry itself
-// when it walks the records, else through rr.
-func readAt(it indexIter, rr *RecordReader, ts int64, id ID) (Event, error) {
-	if r, ok := it.(*recordIndex); ok {
-		return DecodeEvent(id, r.Iterator.Value())
+// entryReader reads the events of index entries: from the entry itself
+// when the index walks the records, else through a RecordReader opened at
+// the first need.
+type entryReader struct {
+	d  *DB
+	ds uint32
+	rr *RecordReader
+}
+
+// read reads the event of the entry under it, at ts and id.
+func (r *entryReader) read(it indexIter, ts int64, id ID) (Event, error) {
+	if ri, ok := it.(*recordIndex); ok {
+		return DecodeEvent(id, ri.Iterator.Value())
 	}
-	return rr.Get(ts, id)
+	if r.rr == nil {
+		rr, err := r.d.NewRecordReader(r.ds)
+		if err != nil {
+			return Event{}, err
+		}
+		r.rr = rr
+	}
+	return r.rr.Get(ts, id)
+}
+
+// close releases the RecordReader, if one was opened.
+func (r *entryReader) close() {
+	if r.rr != nil {
+		_ = r.rr.Close()
+	}
 }
 
 // recordIsBot reports whether a record's properties flag a bot.
@@ -122,19 +145,28 @@ func recordIsBot(p []byte) bool {
 // eachByID calls fn for the events of ds with ids in (after, upTo] in id
 // order (the order they were recorded in), until fn returns false. Records
 // are keyed by timestamp, so it merges two ranges of one view of the store:
-// the S keys over [after's millisecond, upTo's], where an event whose
+// the S keys from after's millisecond to upTo's, where an event whose
 // timestamp is its id's millisecond sits in id order, and the Z keys over
 // (after, upTo] of the displaced events, whose records it reads by the
-// timestamp each holds. It skips the displaced events' own S keys in that
-// range only up to the millisecond of the next Z id, so the waste is
-// bounded by the displaced events whose timestamps fall within the span
-// read. With records false, fn gets a nil record and no record of a
-// displaced event is read (counts).
+// timestamp each holds. The S range ends at idCeil too: no id is later
+// than the clock at its write, so the events timestamped ahead of their
+// recording (up to the hour a timestamp may lead) are not walked by every
+// read that has caught up. It skips the displaced events' own S keys only
+// up to the millisecond of the next Z id, so the waste is bounded by the
+// displaced events whose timestamps fall within the span read. With
+// records false, fn gets a nil record and no record of a displaced event
+// is read (counts).
 func (d *DB) eachByID(ds uint32, after, upTo ID, records bool, fn func(id ID, record []byte) bool) error {
+	if bytes.Compare(after[:], upTo[:]) >= 0 {
+		return nil
+	}
 	lo := append(recordKey(nil, ds, IDTime(after), after), 0)
 	hi := append(recordKey(nil, ds, IDTime(upTo), upTo), 0)
-	if bytes.Compare(lo, hi) >= 0 {
-		return nil
+	if ceil := d.idCeil(); ceil < IDTime(upTo) {
+		hi = appendTS(appendDataset(nil, prefixRecord, ds), ceil+1)
+	}
+	if bytes.Compare(lo, hi) > 0 {
+		hi = lo // no S key: the displaced events only
 	}
 	opts := pebble.IterOptions{LowerBound: lo, UpperBound: hi, KeyTypes: pebble.IterKeyTypePointsOnly}
 	recs, err := d.db.NewIter(&opts)
@@ -161,7 +193,22 @@ func (d *DB) eachByID(ds uint32, after, upTo ID, records bool, fn func(id ID, re
 		}
 		defer all.Close()
 	}
-	recOK, dispOK := recs.First(), disp.First()
+	// An iterator that stops on an error must end the walk there: going on
+	// with the other range would skip the failed one's events.
+	next := func(it *pebble.Iterator, valid bool) (bool, error) {
+		if !valid {
+			return false, it.Error()
+		}
+		return true, nil
+	}
+	recOK, err := next(recs, recs.First())
+	if err != nil {
+		return err
+	}
+	dispOK, err := next(disp, disp.First())
+	if err != nil {
+		return err
+	}
 	var key []byte
 	for recOK || dispOK {
 		var z ID
@@ -176,7 +223,9 @@ func (d *DB) eachByID(ds uint32, after, upTo ID, records bool, fn func(id ID, re
 		// A displaced event's S key: skip it, but only while it sits no
 		// later than the next Z id's millisecond; past it, z comes first.
 		if recOK && displaced(ts, id) && (!dispOK || ts <= IDTime(z)) {
-			recOK = recs.Next()
+			if recOK, err = next(recs, recs.Next()); err != nil {
+				return err
+			}
 			continue
 		}
 		if recOK && !displaced(ts, id) && (!dispOK || bytes.Compare(id[:], z[:]) < 0) {
@@ -189,10 +238,13 @@ func (d *DB) eachByID(ds uint32, after, upTo ID, records bool, fn func(id ID, re
 			if !fn(id, v) {
 				return nil
 			}
-			recOK = recs.Next()
+			if recOK, err = next(recs, recs.Next()); err != nil {
+				return err
+			}
 			continue
 		}
 		// Here dispOK: the next event in id order is z.
+		found := true
 		var v []byte
 		if records {
 			zts, ok := decodeTS(disp.Value())
@@ -200,26 +252,31 @@ func (d *DB) eachByID(ds uint32, after, upTo ID, records bool, fn func(id ID, re
 				return errCorrupt
 			}
 			key = recordKey(key[:0], ds, zts, z)
-			if !all.SeekGE(key) || !bytes.Equal(all.Key(), key) {
+			if found = all.SeekGE(key) && bytes.Equal(all.Key(), key); !found {
 				if err := all.Error(); err != nil {
 					return err
 				}
-				dispOK = disp.Next() // a Z key without its record: nothing to give
-				continue
-			}
-			if v, err = all.ValueAndErr(); err != nil {
+			} else if v, err = all.ValueAndErr(); err != nil {
 				return err
 			}
 		}
-		if !fn(z, v) {
+		// A Z key without its record (none is written so) gives nothing.
+		if found && !fn(z, v) {
 			return nil
 		}
-		dispOK = disp.Next()
+		if dispOK, err = next(disp, disp.Next()); err != nil {
+			return err
+		}
 	}
-	if err := recs.Error(); err != nil {
-		return err
-	}
-	return disp.Error()
+	return nil
+}
+
+// idCeil is a millisecond no event id in the store is later than: the
+// clock, or a later id this process wrote (an imported one). Ids come from
+// the clock (engine/ids), so this holds as long as the clock does not step
+// back across a restart, which record order already assumes.
+func (d *DB) idCeil() int64 {
+	return max(d.now().UnixMilli(), d.maxIDMs.Load())
 }
 
 // decodeTS reads an 8-byte big-endian timestamp.
@@ -232,41 +289,90 @@ func decodeTS(v []byte) (int64, bool) {
 
 // openRecords moves the records of a store written before they were keyed
 // by timestamp (E ds id, with a T ds ts id time index) to S and Z keys at
-// Open, logging its progress. A read-only open cannot, and fails.
+// Open, logging its progress. A read-only open cannot: it notes the old
+// layout (OldRecords), under which no event reads.
 func (d *DB) openRecords(o Options) error {
+	old, err := d.hasOldRecords()
+	if err != nil || !old {
+		return err
+	}
 	if o.ReadOnly {
-		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixEventV1}, UpperBound: []byte{prefixEventV1 + 1}})
-		if err != nil {
-			return err
-		}
-		old := it.First()
-		if err := it.Close(); err != nil {
-			return err
-		}
-		if old {
-			return errors.New("the store keeps records by id, as before eventd keyed them by time; open it once read-write to move them")
-		}
+		d.oldRecords = true
 		return nil
+	}
+	if err := d.roomToMoveRecords(); err != nil {
+		return err
 	}
 	var progress func(int)
 	if o.Logger != nil {
 		progress = func(n int) { o.Logger.Info("keying event records by timestamp", "records", n) }
 	}
-	n, err := d.migrateRecords(progress)
-	if n > 0 && err == nil && o.Logger != nil {
+	n, err := d.migrateRecords(progress, func(key []byte, err error) {
+		if o.Logger != nil {
+			o.Logger.Warn("an unreadable event record is kept at its id's time", "key", fmt.Sprintf("%x", key), "err", err)
+		}
+	})
+	if err == nil && o.Logger != nil {
 		o.Logger.Info("event records keyed by timestamp", "records", n)
 	}
 	return err
 }
 
-// migrateRecords rewrites every E record as an S record (and a Z key for a
-// displaced event) in batches of 10,000, then deletes every E and T key
-// with one synced range deletion. Until that deletion commits the E keys
-// stay, so a crash in the middle leaves a store that the next Open
-// migrates again from the start (setting an S key twice is harmless); the
-// batches need no sync of their own. It returns how many records it moved;
-// progress, if not nil, hears of every 100,000.
-func (d *DB) migrateRecords(progress func(moved int)) (int, error) {
+// OldRecords reports a store opened read-only before its records were
+// keyed by timestamp: its events cannot be read until a read-write open
+// moves them.
+func (d *DB) OldRecords() bool { return d.oldRecords }
+
+// hasOldRecords reports whether the store holds E or T keys; T keys alone
+// are left when a move stopped before its last batch.
+func (d *DB) hasOldRecords() (bool, error) {
+	for _, p := range []byte{prefixEventV1, prefixTimeV1} {
+		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}})
+		if err != nil {
+			return false, err
+		}
+		found := it.First()
+		if err := it.Close(); err != nil || found {
+			return found, err
+		}
+	}
+	return false, nil
+}
+
+// migrateSlack is the free space a record move needs beyond the records.
+const migrateSlack = 256 << 20
+
+// statVolume reports the data volume's usage; tests replace it.
+var statVolume diskspace.StatFunc = diskspace.Stat
+
+// roomToMoveRecords refuses a move that would fill the volume: until
+// compactions drop the moved E keys, the records take their space twice.
+func (d *DB) roomToMoveRecords() error {
+	need, err := d.db.EstimateDiskUsage([]byte{prefixEventV1}, []byte{prefixTimeV1 + 1})
+	if err != nil {
+		return err
+	}
+	u, err := statVolume(d.dir)
+	if err != nil {
+		return nil // unknown: try
+	}
+	if u.Free < need+migrateSlack {
+		return fmt.Errorf("keying the event records by timestamp needs about %s free on the data volume and %s is: free some (delete <data>/ballast) and start again",
+			diskspace.FormatSize(int64(need+migrateSlack)), diskspace.FormatSize(int64(u.Free)))
+	}
+	return nil
+}
+
+// migrateRecords rewrites the E records as S records (and a Z key for a
+// displaced event) in batches of 10,000, each deleting the E keys it moved,
+// then deletes every T key with one synced range deletion. A crash in the
+// middle leaves a store that the next Open goes on moving where it stopped;
+// the batches need no sync of their own (the last one's covers them, the
+// WAL being in order). A record whose timestamp cannot be read is kept at
+// its id's millisecond and reported to bad, so one damaged record does not
+// stop the store from opening (reading it fails as before). It returns how
+// many records it moved; progress, if not nil, hears of every 100,000.
+func (d *DB) migrateRecords(progress func(moved int), bad func(key []byte, err error)) (int, error) {
 	lo, hi := []byte{prefixEventV1}, []byte{prefixEventV1 + 1}
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -276,37 +382,54 @@ func (d *DB) migrateRecords(progress func(moved int)) (int, error) {
 	n := 0
 	b := d.db.NewBatch()
 	defer func() { _ = b.Close() }()
-	var k []byte
-	found := false
+	var k, first []byte
+	// flush commits the batch with a deletion of the E keys from first up
+	// to end (exclusive) that it moved.
+	flush := func(end []byte, opts *pebble.WriteOptions) error {
+		if first != nil {
+			if err := b.DeleteRange(first, end, nil); err != nil {
+				return err
+			}
+		}
+		if err := d.db.Apply(b, opts); err != nil {
+			return err
+		}
+		_ = b.Close()
+		b, first = d.db.NewBatch(), nil
+		return nil
+	}
 	for it.First(); it.Valid(); it.Next() {
-		found = true
 		old := it.Key() // E ds id
+		if first == nil {
+			first = append(first[:0], old...)
+		}
 		if len(old) != datasetPrefLen+len(ID{}) {
-			continue // not a record: the range deletion below drops it
+			continue // not a record: the batch's range deletion drops it
 		}
 		ds := binary.BigEndian.Uint32(old[1:datasetPrefLen])
 		var id ID
 		copy(id[:], old[datasetPrefLen:])
-		var e Event
-		if err := decodeRecord(it.Value(), &e); err != nil {
-			return n, fmt.Errorf("record %x: %w", old, err)
+		ts, ok := recordTS(it.Value())
+		if !ok {
+			if bad != nil {
+				bad(old, errCorrupt)
+			}
+			ts = IDTime(id)
 		}
-		k = recordKey(k[:0], ds, e.Timestamp, id)
+		k = recordKey(k[:0], ds, ts, id)
 		if err := b.Set(k, it.Value(), nil); err != nil {
 			return n, err
 		}
-		if displaced(e.Timestamp, id) {
+		if displaced(ts, id) {
 			k = displacedKey(k[:0], ds, id)
-			if err := b.Set(k, appendTS(k[len(k):], e.Timestamp), nil); err != nil {
+			if err := b.Set(k, appendTS(k[len(k):], ts), nil); err != nil {
 				return n, err
 			}
 		}
 		if n++; n%10_000 == 0 {
-			if err := d.db.Apply(b, pebble.NoSync); err != nil {
+			if err := flush(append(append([]byte(nil), old...), 0), pebble.NoSync); err != nil {
 				return n, err
 			}
-			_ = b.Close()
-			b = d.db.NewBatch()
 			if progress != nil && n%100_000 == 0 {
 				progress(n)
 			}
@@ -315,14 +438,17 @@ func (d *DB) migrateRecords(progress func(moved int)) (int, error) {
 	if err := it.Error(); err != nil {
 		return n, err
 	}
-	if !found {
-		return 0, nil
-	}
-	if err := b.DeleteRange(lo, hi, nil); err != nil {
-		return n, err
-	}
 	if err := b.DeleteRange([]byte{prefixTimeV1}, []byte{prefixTimeV1 + 1}, nil); err != nil {
 		return n, err
 	}
-	return n, d.db.Apply(b, pebble.Sync)
+	return n, flush(hi, pebble.Sync)
+}
+
+// recordTS reads the timestamp at the head of a record.
+func recordTS(p []byte) (int64, bool) {
+	if len(p) < 1 || p[0] != recordVersion {
+		return 0, false
+	}
+	v, _, ok := uvarint(p[1:])
+	return int64(v), ok
 }

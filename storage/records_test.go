@@ -2,12 +2,15 @@ package storage
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/eventd/eventd/storage/diskspace"
 )
 
 // TestRecordReader: the reader answers as GetEvent does, for ids in and
@@ -179,56 +182,128 @@ func TestDisplacedEvents(t *testing.T) {
 	}
 }
 
-// TestMigrateRecords: a store written with records keyed by id (E) and a
-// time index (T) is moved to S and Z keys at Open, and then reads as one
-// written so; a read-only open of it fails instead of reading nothing.
-func TestMigrateRecords(t *testing.T) {
-	dir := t.TempDir()
-	evs := mixedEvents()
-	{
-		old, err := Open(dir, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := old.db.NewBatch()
-		for _, e := range evs {
-			k := append(appendDataset(nil, prefixEventV1, 1), e.ID[:]...)
-			_ = b.Set(k, appendRecord(nil, e), nil)
-			tk := append(appendTS(appendDataset(nil, prefixTimeV1, 1), e.Timestamp), e.ID[:]...)
-			_ = b.Set(tk, nil, nil)
-		}
-		if err := b.Commit(pebble.Sync); err != nil {
-			t.Fatal(err)
-		}
-		if err := old.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := Open(dir, Options{ReadOnly: true}); err == nil {
-		t.Fatal("a read-only open of a store keyed by id succeeded")
-	}
+// writeOldRecords writes evs to dataset 1 of a store at dir as eventd did
+// before records were keyed by timestamp: E ds id -> record, T ds ts id.
+// moved of them are written as if a move had already taken them (S and
+// Z keys, no E key), as a move stopped half-way leaves them.
+func writeOldRecords(t *testing.T, dir string, evs []*Event, moved int, extra map[string][]byte) {
+	t.Helper()
 	db, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = db.Close() })
-	for _, p := range []byte{prefixEventV1, prefixTimeV1} {
-		if k := countKeys(t, db, []byte{p}, []byte{p + 1}); k != 0 {
-			t.Errorf("%d keys with prefix %c left", k, p)
+	b := db.db.NewBatch()
+	for i, e := range evs {
+		tk := append(appendTS(appendDataset(nil, prefixTimeV1, 1), e.Timestamp), e.ID[:]...)
+		_ = b.Set(tk, nil, nil)
+		if i < moved {
+			_ = b.Set(recordKey(nil, 1, e.Timestamp, e.ID), appendRecord(nil, e), nil)
+			if displaced(e.Timestamp, e.ID) {
+				_ = b.Set(displacedKey(nil, 1, e.ID), appendTS(nil, e.Timestamp), nil)
+			}
+			continue
 		}
+		_ = b.Set(append(appendDataset(nil, prefixEventV1, 1), e.ID[:]...), appendRecord(nil, e), nil)
 	}
-	for _, e := range evs {
-		if got, err := db.GetEvent(1, e.ID); err != nil || !sameEvent(&got, e) {
-			t.Fatalf("GetEvent(%x) = %+v, %v", e.ID, got, err)
-		}
+	for k, v := range extra {
+		_ = b.Set([]byte(k), v, nil)
 	}
-	var n int
-	if err := db.RecordsAfter(1, ID{}, 100, func(ID, []byte) bool { n++; return true }); err != nil || n != len(evs) {
-		t.Fatalf("RecordsAfter: %d, %v; want %d", n, err, len(evs))
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
 	}
-	// Binary layout check: the record key ends with the big-endian timestamp and id.
-	k := recordKey(nil, 1, evs[1].Timestamp, evs[1].ID)
-	if ts := int64(binary.BigEndian.Uint64(k[datasetPrefLen:])); ts != evs[1].Timestamp {
-		t.Fatalf("record key ts %d", ts)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMigrateRecords: a store written with records keyed by id (E) and a
+// time index (T) is moved to S and Z keys at Open, also when a move
+// stopped half-way, and then reads as one written so. A read-only open
+// notes the old layout instead; an unreadable record is kept at its id's
+// time rather than stopping the open.
+func TestMigrateRecords(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		moved int // records already moved by a move that stopped
+	}{
+		{"fresh", 0},
+		{"half moved", 5},
+		{"all moved, T keys left", len(mixedEvents())},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			evs := mixedEvents()
+			broken := idAt(2000, 1)
+			writeOldRecords(t, dir, evs, tc.moved, map[string][]byte{
+				string(append(appendDataset(nil, prefixEventV1, 1), broken[:]...)): {9, 9},
+			})
+			ro, err := Open(dir, Options{ReadOnly: true})
+			if err != nil {
+				t.Fatalf("read-only open: %v", err)
+			}
+			if !ro.OldRecords() {
+				t.Error("a read-only open of a store keyed by id does not report it")
+			}
+			_ = ro.Close()
+			db, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			if db.OldRecords() {
+				t.Error("OldRecords after the move")
+			}
+			for _, p := range []byte{prefixEventV1, prefixTimeV1} {
+				if k := countKeys(t, db, []byte{p}, []byte{p + 1}); k != 0 {
+					t.Errorf("%d keys with prefix %c left", k, p)
+				}
+			}
+			for _, e := range evs {
+				if got, err := db.GetEvent(1, e.ID); err != nil || !sameEvent(&got, e) {
+					t.Fatalf("GetEvent(%x) = %+v, %v", e.ID, got, err)
+				}
+			}
+			if _, err := db.GetEvent(1, broken); !errors.Is(err, errCorrupt) {
+				t.Errorf("the unreadable record: %v, want it kept and corrupt", err)
+			}
+			var n int
+			if err := db.RecordsAfter(1, ID{}, 100, func(ID, []byte) bool { n++; return true }); err != nil || n != len(evs)+1 {
+				t.Fatalf("RecordsAfter: %d, %v; want %d", n, err, len(evs)+1)
+			}
+		})
+	}
+}
+
+// TestMigrateRecordsNeedsRoom: a move that would not fit on the volume
+// is refused with the space it needs, and the store is left as it was.
+func TestMigrateRecordsNeedsRoom(t *testing.T) {
+	dir := t.TempDir()
+	writeOldRecords(t, dir, mixedEvents(), 0, nil)
+	stat := statVolume
+	t.Cleanup(func() { statVolume = stat })
+	statVolume = func(string) (diskspace.Usage, error) { return diskspace.Usage{Total: 1 << 30, Free: 100 << 20}, nil }
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "free some") {
+		t.Fatalf("open on a full volume: %v", err)
+	}
+	statVolume = stat
+	db := openTestDB(t, dir)
+	if got, err := db.GetEvent(1, mixedEvents()[0].ID); err != nil || got.Name != "e" {
+		t.Fatalf("after room was made: %+v, %v", got, err)
+	}
+}
+
+// TestEachByIDFindsIDsAheadOfTheClock: an event whose id is later than
+// the clock (an imported one) is still read in record order.
+func TestEachByIDFindsIDsAheadOfTheClock(t *testing.T) {
+	db := openTestDB(t, "")
+	ms := time.Now().Add(time.Hour).UnixMilli()
+	ahead := &Event{ID: idAt(ms, 1), Name: "e", Timestamp: ms}
+	commitEvents(t, db.DB, 1, ahead)
+	var got []ID
+	if err := db.RecordsAfter(1, ID{}, 10, func(id ID, _ []byte) bool { got = append(got, id); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != ahead.ID {
+		t.Fatalf("RecordsAfter: %x, want the event ahead of the clock", got)
 	}
 }

@@ -229,11 +229,8 @@ func (d *DB) edgeAggregate(q *AggQuery, e span, a *Agg) error {
 		return err
 	}
 	defer it.Close()
-	rr, err := d.NewRecordReader(q.Dataset)
-	if err != nil {
-		return err
-	}
-	defer rr.Close()
+	er := entryReader{d: d, ds: q.Dataset}
+	defer er.close()
 	needRecord := q.Property != "" || (q.Unique && q.Name == "")
 	s := sumValue{sum: a.Sum, n: a.N}
 	for it.First(); it.Valid(); it.Next() {
@@ -253,7 +250,7 @@ func (d *DB) edgeAggregate(q *AggQuery, e span, a *Agg) error {
 		if !ok {
 			return errCorrupt
 		}
-		ev, err := readAt(it, rr, ts, id)
+		ev, err := er.read(it, ts, id)
 		if err != nil {
 			return err
 		}
@@ -354,30 +351,11 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 			return err
 		}
 	}
-	rr, err := d.NewRecordReader(q.Dataset)
-	if err != nil {
-		return err
-	}
-	defer rr.Close()
 	sums := make([]sumValue, len(out))
-	scanned := 0
-	err = d.scanQuery(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, from, to, func(ts int64, id ID, value []byte) error {
-		if q.HasVisitor && q.Name != "" && !sameName(value, q.Name) {
-			return nil
-		}
-		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
-			return ErrScanLimit
-		}
-		i := sort.Search(len(q.Bounds), func(i int) bool { return q.Bounds[i] > ts }) - 1
+	err := d.scanEvents(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, from, to, q.MaxScan, func(value []byte, ev *Event) error {
+		i := sort.Search(len(q.Bounds), func(i int) bool { return q.Bounds[i] > ev.Timestamp }) - 1
 		if i < 0 || i >= len(out) {
 			return nil
-		}
-		ev, err := rr.Get(ts, id)
-		if errors.Is(err, ErrNotFound) {
-			return nil // erased between the index entry and its record
-		}
-		if err != nil {
-			return err
 		}
 		if !q.Match(ev.Properties) {
 			return nil
@@ -387,7 +365,7 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 			return nil
 		}
 		out[i].Count++
-		addEventTo(&q, &ev, &out[i], &sums[i])
+		addEventTo(&q, ev, &out[i], &sums[i])
 		return nil
 	})
 	for i := range sums {
@@ -413,6 +391,38 @@ func (d *DB) scanQuery(ds uint32, name, visitor string, hasVisitor bool, from, t
 		return err
 	}
 	return eachEntry(it, fn)
+}
+
+// scanEvents calls fn with the event of each entry of the index openIndex
+// picks, oldest first, read from the entry itself when the index walks the
+// records. A name filter over a visitor's index is applied from the index
+// value first; past maxScan entries (0: no bound) it fails with
+// ErrScanLimit; an event erased between its entry and its record is
+// skipped.
+func (d *DB) scanEvents(ds uint32, name, visitor string, hasVisitor bool, from, to int64, maxScan int, fn func(value []byte, ev *Event) error) error {
+	it, err := d.openIndex(ds, name, visitor, hasVisitor, from, to)
+	if err != nil {
+		return err
+	}
+	er := entryReader{d: d, ds: ds}
+	defer er.close()
+	scanned := 0
+	return eachEntry(it, func(ts int64, id ID, value []byte) error {
+		if hasVisitor && name != "" && !sameName(value, name) {
+			return nil
+		}
+		if scanned++; maxScan > 0 && scanned > maxScan {
+			return ErrScanLimit
+		}
+		ev, err := er.read(it, ts, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fn(value, &ev)
+	})
 }
 
 // eachEntry calls fn with each entry of it, oldest first, and closes it.
@@ -515,26 +525,7 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 		}
 		defer persons.Close()
 	}
-	rr, err := d.NewRecordReader(q.Dataset)
-	if err != nil {
-		return nil, total, err
-	}
-	defer rr.Close()
-	scanned := 0
-	err = d.scanQuery(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, q.From, q.To, func(ts int64, id ID, value []byte) error {
-		if q.HasVisitor && q.Name != "" && !sameName(value, q.Name) {
-			return nil
-		}
-		if scanned++; q.MaxScan > 0 && scanned > q.MaxScan {
-			return ErrScanLimit
-		}
-		ev, err := rr.Get(ts, id)
-		if errors.Is(err, ErrNotFound) {
-			return nil // erased between the index entry and its record
-		}
-		if err != nil {
-			return err
-		}
+	err = d.scanEvents(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, q.From, q.To, q.MaxScan, func(value []byte, ev *Event) error {
 		if q.Match != nil && !q.Match(ev.Properties) {
 			return nil
 		}
@@ -543,12 +534,14 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 			return nil
 		}
 		if persons != nil && ev.HasVisitor {
-			if ev.VisitorID, err = persons.Person(ev.VisitorID); err != nil {
+			person, err := persons.Person(ev.VisitorID)
+			if err != nil {
 				return err
 			}
+			ev.VisitorID = person
 		}
 		total.Count++
-		addEventTo(aq, &ev, &total, &totalSum)
+		addEventTo(aq, ev, &total, &totalSum)
 		raw, ok := lookupMember(ev.Properties, q.GroupBy)
 		if !ok {
 			return nil
@@ -564,7 +557,7 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 			sums[key] = &sumValue{}
 		}
 		g.Count++
-		addEventTo(aq, &ev, g, sums[key])
+		addEventTo(aq, ev, g, sums[key])
 		return nil
 	})
 	if err != nil {
