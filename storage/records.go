@@ -364,52 +364,20 @@ func (d *DB) roomToMoveRecords() error {
 }
 
 // migrateRecords rewrites the E records as S records (and a Z key for a
-// displaced event) in batches of 10,000, each deleting the E keys it moved,
-// then deletes every T key with one synced range deletion. A crash in the
-// middle leaves a store that the next Open goes on moving where it stopped;
-// the batches need no sync of their own (the last one's covers them, the
-// WAL being in order). A record whose timestamp cannot be read is kept at
-// its id's millisecond and reported to bad, so one damaged record does not
-// stop the store from opening (reading it fails as before). It returns how
-// many records it moved; progress, if not nil, hears of every 100,000.
+// displaced event), then deletes every T key (moveKeys). A record whose
+// timestamp cannot be read is kept at its id's millisecond and reported to
+// bad, so one damaged record does not stop the store from opening (reading
+// it fails as before); a key that is not a record is dropped.
 func (d *DB) migrateRecords(progress func(moved int), bad func(key []byte, err error)) (int, error) {
-	lo, hi := []byte{prefixEventV1}, []byte{prefixEventV1 + 1}
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	n := 0
-	b := d.db.NewBatch()
-	defer func() { _ = b.Close() }()
-	var k, first []byte
-	// flush commits the batch with a deletion of the E keys from first up
-	// to end (exclusive) that it moved.
-	flush := func(end []byte, opts *pebble.WriteOptions) error {
-		if first != nil {
-			if err := b.DeleteRange(first, end, nil); err != nil {
-				return err
-			}
-		}
-		if err := d.db.Apply(b, opts); err != nil {
-			return err
-		}
-		_ = b.Close()
-		b, first = d.db.NewBatch(), nil
-		return nil
-	}
-	for it.First(); it.Valid(); it.Next() {
-		old := it.Key() // E ds id
-		if first == nil {
-			first = append(first[:0], old...)
-		}
-		if len(old) != datasetPrefLen+len(ID{}) {
-			continue // not a record: the batch's range deletion drops it
+	var k []byte
+	return d.moveKeys(prefixEventV1, func(b *pebble.Batch, old, v []byte) error {
+		if len(old) != datasetPrefLen+len(ID{}) { // E ds id
+			return nil
 		}
 		ds := binary.BigEndian.Uint32(old[1:datasetPrefLen])
 		var id ID
 		copy(id[:], old[datasetPrefLen:])
-		ts, ok := recordTS(it.Value())
+		ts, ok := recordTS(v)
 		if !ok {
 			if bad != nil {
 				bad(old, errCorrupt)
@@ -417,31 +385,17 @@ func (d *DB) migrateRecords(progress func(moved int), bad func(key []byte, err e
 			ts = IDTime(id)
 		}
 		k = recordKey(k[:0], ds, ts, id)
-		if err := b.Set(k, it.Value(), nil); err != nil {
-			return n, err
+		if err := b.Set(k, v, nil); err != nil {
+			return err
 		}
-		if displaced(ts, id) {
-			k = displacedKey(k[:0], ds, id)
-			if err := b.Set(k, appendTS(k[len(k):], ts), nil); err != nil {
-				return n, err
-			}
+		if !displaced(ts, id) {
+			return nil
 		}
-		if n++; n%10_000 == 0 {
-			if err := flush(append(append([]byte(nil), old...), 0), pebble.NoSync); err != nil {
-				return n, err
-			}
-			if progress != nil && n%100_000 == 0 {
-				progress(n)
-			}
-		}
-	}
-	if err := it.Error(); err != nil {
-		return n, err
-	}
-	if err := b.DeleteRange([]byte{prefixTimeV1}, []byte{prefixTimeV1 + 1}, nil); err != nil {
-		return n, err
-	}
-	return n, flush(hi, pebble.Sync)
+		k = displacedKey(k[:0], ds, id)
+		return b.Set(k, appendTS(k[len(k):], ts), nil)
+	}, func(b *pebble.Batch) error {
+		return b.DeleteRange([]byte{prefixTimeV1}, []byte{prefixTimeV1 + 1}, nil)
+	}, progress)
 }
 
 // recordTS reads the timestamp at the head of a record.

@@ -458,17 +458,20 @@ func (v *visitorIter) Close() error { return v.it.Close() }
 // openVisitorIndex migrates the visitor index at Open, logging its
 // progress; a read-only open cannot, so it reads the old layout if there is one.
 func (d *DB) openVisitorIndex(o Options) error {
-	if o.ReadOnly {
-		legacy, err := d.hasLegacyVisitors()
-		d.legacyVisitors = legacy
+	legacy, err := d.hasLegacyVisitors()
+	if err != nil || !legacy {
 		return err
+	}
+	if o.ReadOnly {
+		d.legacyVisitors = true
+		return nil
 	}
 	var progress func(int)
 	if o.Logger != nil {
 		progress = func(n int) { o.Logger.Info("moving the visitor index to day partitions", "entries", n) }
 	}
 	n, err := d.migrateVisitorIndex(progress)
-	if n > 0 && err == nil && o.Logger != nil {
+	if err == nil && o.Logger != nil {
 		o.Logger.Info("visitor index moved to day partitions", "entries", n)
 	}
 	return err
@@ -485,59 +488,21 @@ func (d *DB) hasLegacyVisitors() (bool, error) {
 }
 
 // migrateVisitorIndex rewrites the V keys of a store written before the day
-// partitions as W keys, in batches of 10,000, then deletes every V key with
-// one synced range deletion. Until that deletion commits the V keys stay,
-// so a crash in the middle leaves a store that the next Open migrates again
-// from the start (setting a W key twice is harmless); the batches need no
-// sync of their own. It returns how many entries it moved; progress, if
-// not nil, hears of every 100,000.
+// partitions as W keys (moveKeys); a key that is not an index key is
+// dropped.
 func (d *DB) migrateVisitorIndex(progress func(moved int)) (int, error) {
-	lo, hi := []byte{prefixVisitorV1}, []byte{prefixVisitorV1 + 1}
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	n := 0
-	b := d.db.NewBatch()
-	defer func() { _ = b.Close() }()
 	var k []byte
-	found := false
-	for it.First(); it.Valid(); it.Next() {
-		found = true
-		old := it.Key()
+	return d.moveKeys(prefixVisitorV1, func(b *pebble.Batch, old, v []byte) error {
 		// V ds len2 visitor ts id
 		if len(old) < datasetPrefLen+2+24 {
-			continue // not an index key: the range deletion below drops it
+			return nil
 		}
 		ds := binary.BigEndian.Uint32(old[1:datasetPrefLen])
 		vis := old[datasetPrefLen+2 : len(old)-24]
 		ts, id, _ := tsIDSuffix(old)
 		k = visitorKey(k[:0], ds, string(vis), ts, id)
-		if err := b.Set(k, it.Value(), nil); err != nil {
-			return n, err
-		}
-		if n++; n%10_000 == 0 {
-			if err := d.db.Apply(b, pebble.NoSync); err != nil {
-				return n, err
-			}
-			_ = b.Close()
-			b = d.db.NewBatch()
-			if progress != nil && n%100_000 == 0 {
-				progress(n)
-			}
-		}
-	}
-	if err := it.Error(); err != nil {
-		return n, err
-	}
-	if !found {
-		return 0, nil
-	}
-	if err := b.DeleteRange(lo, hi, nil); err != nil {
-		return n, err
-	}
-	return n, d.db.Apply(b, pebble.Sync)
+		return b.Set(k, v, nil)
+	}, nil, progress)
 }
 
 // VisitorsEvents is VisitorEvents for many visitors at once, as the paths
