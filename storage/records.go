@@ -185,14 +185,12 @@ func (d *DB) eachByID(ds uint32, after, upTo ID, records bool, fn func(id ID, re
 		return err
 	}
 	defer disp.Close()
-	var all *pebble.Iterator // the dataset's records, for displaced events
-	if records {
-		base := appendDataset(nil, prefixRecord, ds)
-		if all, err = recs.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base)}}); err != nil {
-			return err
+	var all *pebble.Iterator // the dataset's records, for displaced events: opened at the first
+	defer func() {
+		if all != nil {
+			_ = all.Close()
 		}
-		defer all.Close()
-	}
+	}()
 	// An iterator that stops on an error must end the walk there: going on
 	// with the other range would skip the failed one's events.
 	next := func(it *pebble.Iterator, valid bool) (bool, error) {
@@ -252,6 +250,12 @@ func (d *DB) eachByID(ds uint32, after, upTo ID, records bool, fn func(id ID, re
 				return errCorrupt
 			}
 			key = recordKey(key[:0], ds, zts, z)
+			if all == nil {
+				base := appendDataset(nil, prefixRecord, ds)
+				if all, err = recs.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base)}}); err != nil {
+					return err
+				}
+			}
 			if found = all.SeekGE(key) && bytes.Equal(all.Key(), key); !found {
 				if err := all.Error(); err != nil {
 					return err
