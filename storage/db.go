@@ -150,6 +150,10 @@ func Open(dir string, o Options) (*DB, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("key the event records of %s by timestamp: %w", dir, err)
 	}
+	if err := d.initIDCeil(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("read the latest record time of %s: %w", dir, err)
+	}
 	if err := d.openVisitorIndex(o); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)

@@ -6,14 +6,16 @@ import "github.com/cockroachdb/pebble/v2"
 const moveChunk = 10_000
 
 // moveKeys rewrites every key under prefix p of an older layout: rewrite
-// sets the key's new form (or forms) in b. Each batch of moveChunk keys
-// also deletes the old keys it moved, so a crash in the middle leaves a
-// store that the next Open goes on moving where it stopped; the batches
-// need no sync of their own (the WAL is in order: the last one's sync
-// covers them). The last batch also runs last (nil: nothing) and is
-// synced, also when no key was left. It returns how many keys it moved;
-// progress, if not nil, hears of every 100,000.
-func (d *DB) moveKeys(p byte, rewrite func(b *pebble.Batch, key, value []byte) error, last func(b *pebble.Batch) error, progress func(moved int)) (int, error) {
+// sets the key's new form (or forms) in b, in batches of moveChunk keys
+// that need no sync of their own (the WAL is in order: the last one's sync
+// covers them). With resume, each batch also deletes the old keys it
+// moved, so a crash in the middle leaves a store that the next Open goes
+// on moving where it stopped; without, the old keys all go in the last
+// batch, so until then they stay whole for a reader of the old layout (a
+// read-only open) and a crash means moving again from the start. The last
+// batch also runs last (nil: nothing) and is synced. It returns how many
+// keys it moved; progress, if not nil, hears of every 100,000.
+func (d *DB) moveKeys(p byte, resume bool, rewrite func(b *pebble.Batch, key, value []byte) error, last func(b *pebble.Batch) error, progress func(moved int)) (int, error) {
 	lo, hi := []byte{p}, []byte{p + 1}
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -38,7 +40,7 @@ func (d *DB) moveKeys(p byte, rewrite func(b *pebble.Batch, key, value []byte) e
 	}
 	n := 0
 	for it.First(); it.Valid(); it.Next() {
-		if first == nil {
+		if first == nil && resume {
 			first = append(first, it.Key()...)
 		}
 		if err := rewrite(b, it.Key(), it.Value()); err != nil {
@@ -60,6 +62,9 @@ func (d *DB) moveKeys(p byte, rewrite func(b *pebble.Batch, key, value []byte) e
 		if err := last(b); err != nil {
 			return n, err
 		}
+	}
+	if !resume {
+		first = lo
 	}
 	return n, commit(hi, pebble.Sync)
 }

@@ -162,18 +162,20 @@ func (d *DB) eachByID(ds uint32, after, upTo ID, records bool, fn func(id ID, re
 	}
 	lo := append(recordKey(nil, ds, IDTime(after), after), 0)
 	hi := append(recordKey(nil, ds, IDTime(upTo), upTo), 0)
-	if ceil := d.idCeil(); ceil < IDTime(upTo) {
-		hi = appendTS(appendDataset(nil, prefixRecord, ds), ceil+1)
-	}
-	if bytes.Compare(lo, hi) > 0 {
-		hi = lo // no S key: the displaced events only
-	}
-	opts := pebble.IterOptions{LowerBound: lo, UpperBound: hi, KeyTypes: pebble.IterKeyTypePointsOnly}
-	recs, err := d.db.NewIter(&opts)
+	recs, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi, KeyTypes: pebble.IterKeyTypePointsOnly})
 	if err != nil {
 		return err
 	}
 	defer recs.Close()
+	// The ceiling is read after the iterator took its view: a commit it
+	// sees raised maxIDMs before Pebble showed it.
+	if ceil := d.idCeil(); ceil < IDTime(upTo) {
+		hi = appendTS(appendDataset(nil, prefixRecord, ds), ceil+1)
+		if bytes.Compare(lo, hi) > 0 {
+			hi = lo // no S key: the displaced events only
+		}
+		recs.SetBounds(lo, hi)
+	}
 	// Clones share the records' view: a commit between them cannot show
 	// in one range and not the other.
 	disp, err := recs.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{
@@ -276,11 +278,40 @@ func (d *DB) eachByID(ds uint32, after, upTo ID, records bool, fn func(id ID, re
 }
 
 // idCeil is a millisecond no event id in the store is later than: the
-// clock, or a later id this process wrote (an imported one). Ids come from
-// the clock (engine/ids), so this holds as long as the clock does not step
-// back across a restart, which record order already assumes.
+// clock, or a later id written (an imported one, up to the hour a
+// timestamp may lead; Open starts maxIDMs at the latest record time).
 func (d *DB) idCeil() int64 {
 	return max(d.now().UnixMilli(), d.maxIDMs.Load())
+}
+
+// initIDCeil sets maxIDMs from the latest record timestamp of each
+// dataset, one seek each: an event whose timestamp is its id's millisecond
+// is no later, so ids ahead of the clock written before a restart stay
+// within the ceiling.
+func (d *DB) initIDCeil() error {
+	base := []byte{prefixRecord}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base), KeyTypes: pebble.IterKeyTypePointsOnly})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for valid := it.First(); valid; {
+		k := it.Key()
+		if len(k) < datasetPrefLen {
+			valid = it.Next()
+			continue
+		}
+		ds := binary.BigEndian.Uint32(k[1:datasetPrefLen])
+		last := it.SeekLT(prefixEnd(appendDataset(nil, prefixRecord, ds)))
+		if ts, _, ok := tsIDSuffix(it.Key()); last && ok && len(it.Key()) == datasetPrefLen+24 {
+			d.maxIDMs.Store(max(d.maxIDMs.Load(), ts))
+		}
+		if ds == ^uint32(0) {
+			break
+		}
+		valid = it.SeekGE(appendDataset(nil, prefixRecord, ds+1))
+	}
+	return it.Error()
 }
 
 // decodeTS reads an 8-byte big-endian timestamp.
@@ -343,7 +374,8 @@ func (d *DB) hasOldRecords() (bool, error) {
 	return false, nil
 }
 
-// migrateSlack is the free space a record move needs beyond the records.
+// migrateSlack is the free space a record move needs beyond the records
+// (their Z keys, the batches' WAL).
 const migrateSlack = 256 << 20
 
 // statVolume reports the data volume's usage; tests replace it.
@@ -352,7 +384,7 @@ var statVolume diskspace.StatFunc = diskspace.Stat
 // roomToMoveRecords refuses a move that would fill the volume: until
 // compactions drop the moved E keys, the records take their space twice.
 func (d *DB) roomToMoveRecords() error {
-	need, err := d.db.EstimateDiskUsage([]byte{prefixEventV1}, []byte{prefixTimeV1 + 1})
+	need, err := d.db.EstimateDiskUsage([]byte{prefixEventV1}, []byte{prefixEventV1 + 1})
 	if err != nil {
 		return err
 	}
@@ -374,7 +406,7 @@ func (d *DB) roomToMoveRecords() error {
 // it fails as before); a key that is not a record is dropped.
 func (d *DB) migrateRecords(progress func(moved int), bad func(key []byte, err error)) (int, error) {
 	var k []byte
-	return d.moveKeys(prefixEventV1, func(b *pebble.Batch, old, v []byte) error {
+	return d.moveKeys(prefixEventV1, true, func(b *pebble.Batch, old, v []byte) error {
 		if len(old) != datasetPrefLen+len(ID{}) { // E ds id
 			return nil
 		}

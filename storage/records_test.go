@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"strings"
@@ -293,17 +294,52 @@ func TestMigrateRecordsNeedsRoom(t *testing.T) {
 }
 
 // TestEachByIDFindsIDsAheadOfTheClock: an event whose id is later than
-// the clock (an imported one) is still read in record order.
+// the clock (an imported one) is still read in record order, also after a
+// restart, whichever of the concurrent ranges holds it.
 func TestEachByIDFindsIDsAheadOfTheClock(t *testing.T) {
 	db := openTestDB(t, "")
 	ms := time.Now().Add(time.Hour).UnixMilli()
 	ahead := &Event{ID: idAt(ms, 1), Name: "e", Timestamp: ms}
 	commitEvents(t, db.DB, 1, ahead)
-	var got []ID
-	if err := db.RecordsAfter(1, ID{}, 10, func(id ID, _ []byte) bool { got = append(got, id); return true }); err != nil {
+	commitEvents(t, db.DB, 2, &Event{ID: idAt(5, 1), Name: "e", Timestamp: 5}) // a later dataset, an old id
+	check := func(t *testing.T, db testDB) {
+		var got []ID
+		if err := db.RecordsAfter(1, ID{}, 10, func(id ID, _ []byte) bool { got = append(got, id); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0] != ahead.ID {
+			t.Fatalf("RecordsAfter: %x, want the event ahead of the clock", got)
+		}
+	}
+	check(t, db)
+	t.Run("reopened", func(t *testing.T) { check(t, db.reopen(t)) })
+}
+
+// TestMigrateVisitorIndexKeepsOldKeysWhole: the visitor index move deletes
+// the old keys only in its last batch, so a read-only open of a store
+// whose move was cut short still reads every entry the old way.
+func TestMigrateVisitorIndexKeepsOldKeysWhole(t *testing.T) {
+	db := openTestDB(t, "")
+	b := db.db.NewBatch()
+	for i := range moveChunk + 5 {
+		k := appendDataset(nil, prefixVisitorV1, 1)
+		k = binary.BigEndian.AppendUint16(k, 2)
+		k = append(k, "v1"...)
+		id := idAt(int64(i), 0)
+		k = append(appendTS(k, int64(i)), id[:]...)
+		_ = b.Set(k, []byte("e"), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0] != ahead.ID {
-		t.Fatalf("RecordsAfter: %x, want the event ahead of the clock", got)
+	// The move's batches before its last, as a kill before that leaves them.
+	n, err := db.moveKeys(prefixVisitorV1, false, func(b *pebble.Batch, _, _ []byte) error { return nil }, func(*pebble.Batch) error {
+		return errors.New("killed")
+	}, nil)
+	if err == nil || n != moveChunk+5 {
+		t.Fatalf("cut short after %d keys: %v", n, err)
+	}
+	if k := countKeys(t, db.DB, []byte{prefixVisitorV1}, []byte{prefixVisitorV1 + 1}); k != moveChunk+5 {
+		t.Fatalf("%d V keys left after a move cut short, want all %d", k, moveChunk+5)
 	}
 }

@@ -488,11 +488,12 @@ func (d *DB) hasLegacyVisitors() (bool, error) {
 }
 
 // migrateVisitorIndex rewrites the V keys of a store written before the day
-// partitions as W keys (moveKeys); a key that is not an index key is
-// dropped.
+// partitions as W keys (moveKeys), deleting the V keys only at the end: a
+// read-only open reads the V keys while there are any, so they must stay
+// whole. A key that is not an index key is dropped.
 func (d *DB) migrateVisitorIndex(progress func(moved int)) (int, error) {
 	var k []byte
-	return d.moveKeys(prefixVisitorV1, func(b *pebble.Batch, old, v []byte) error {
+	return d.moveKeys(prefixVisitorV1, false, func(b *pebble.Batch, old, v []byte) error {
 		// V ds len2 visitor ts id
 		if len(old) < datasetPrefLen+2+24 {
 			return nil
