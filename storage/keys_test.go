@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -339,5 +340,52 @@ func TestLevelWidth(t *testing.T) {
 		if got := levelWidth(tc.level); got != tc.want {
 			t.Errorf("levelWidth(%c) = %d, want %d", tc.level, got, tc.want)
 		}
+	}
+}
+
+// TestSplitAtPrefix: every flushed table holds keys of one prefix byte, so
+// that a table of records (which grow at their end) overlaps little below.
+func TestSplitAtPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		start, end []byte
+	}{
+		{[]byte{prefixRecord, 0, 0, 0, 1}, []byte{prefixRecord + 1}},
+		{[]byte{prefixIdem}, []byte{prefixIdem + 1}},
+		{[]byte{0xff, 1}, nil},
+		{nil, nil},
+	} {
+		if _, end, err := splitAtPrefix(tc.start); err != nil || !bytes.Equal(end, tc.end) {
+			t.Errorf("splitAtPrefix(%x) = %x, %v; want %x", tc.start, end, err, tc.end)
+		}
+	}
+	db := openTestDB(t, "")
+	b := db.NewBatch()
+	for i := range 100 {
+		id := testID(uint64(i))
+		b.AddEvent(1, &Event{ID: id, Name: "e", VisitorID: "v", HasVisitor: true, Timestamp: int64(i)})
+		b.AddIdempotency("key_1", fmt.Sprint("k", i), IdemRecord{ID: id})
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := db.Pebble().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tables, err := db.Pebble().SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, level := range tables {
+		for _, tb := range level {
+			n++
+			if lo, hi := tb.Smallest.UserKey, tb.Largest.UserKey; lo[0] != hi[0] {
+				t.Errorf("a table spans prefixes %c to %c", lo[0], hi[0])
+			}
+		}
+	}
+	if n < 3 { // S, Z, N, I, L at least
+		t.Errorf("%d tables after a flush of several prefixes", n)
 	}
 }

@@ -76,6 +76,23 @@ func segmentMessageID(k uint64, ms int64) string {
 	return fmt.Sprintf("node-next-%d-%08x-%04x-4%03x-a%03x-%012x", ms, uint32(h1), uint16(h1>>32), uint16(h1>>48)&0xfff, uint16(h2)&0xfff, h2>>16)
 }
 
+// splitAtDatasets ends every flushed or compacted table where the key's
+// first byte or the dataset after it changes (eventd splits at the first
+// byte only).
+func splitAtDatasets(o *pebble.Options) {
+	o.Experimental.SpanPolicyFunc = func(start []byte) (pebble.SpanPolicy, []byte, error) {
+		if len(start) >= 5 {
+			if ds := binary.BigEndian.Uint32(start[1:5]); ds != ^uint32(0) {
+				return pebble.SpanPolicy{}, binary.BigEndian.AppendUint32([]byte{start[0]}, ds+1), nil
+			}
+		}
+		if len(start) == 0 || start[0] == 0xff {
+			return pebble.SpanPolicy{}, nil, nil
+		}
+		return pebble.SpanPolicy{}, []byte{start[0] + 1}, nil
+	}
+}
+
 // compressionOff turns compression off at the first levels and keeps
 // Pebble's default (Snappy) on the others:
 // a level without its own Compression inherits the one above it, so turning
@@ -110,6 +127,8 @@ var variants = map[string]variant{
 		return string(b[:])
 	}, hashedKey: true},
 	"idemBench": {about: "today's store, each event with the bench's idempotency key (node-next-1764000000000-<n>)", idem: func(k uint64, _ int64) string { return "node-next-1764000000000-" + strconv.FormatUint(k, 10) }},
+	"unsplit":   {about: "flushed and compacted tables not split where the key prefix changes (before session 10)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.Experimental.SpanPolicyFunc = nil }}},
+	"splitDs":   {about: "tables split where the dataset changes too", exp: storage.Experiment{Pebble: splitAtDatasets}},
 	"visIngest": {about: "the visitor index written once, sorted, as an ingested sstable after the writes instead of in each commit", exp: storage.Experiment{SkipVisitor: true}, ingestVisitors: true},
 	"rowblk": {about: "row-oriented sstable blocks (TableFormatPebblev4) instead of Pebble's default columnar ones", exp: storage.Experiment{Pebble: func(o *pebble.Options) {
 		o.Experimental.EnableColumnarBlocks = func() bool { return false }
