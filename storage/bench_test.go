@@ -218,3 +218,44 @@ func BenchmarkMemDayAdd(b *testing.B) {
 		md.add(hs[j], vs[j], memEntry{ts: int64(i), id: testID(uint64(i))})
 	}
 }
+
+// BenchmarkCountEdge is the partial minute at an unaligned bound of a
+// total: 100,000 events of one name in one minute, flushed, counted over
+// all but its first millisecond. Without a name the count walks the
+// records' keys, with one the name index's (as the T keys were walked
+// before records were keyed by timestamp).
+func BenchmarkCountEdge(b *testing.B) {
+	db := openTestDB(b, "")
+	const n = 100_000
+	props := []byte(`{"amount":12.5,"currency":"EUR","sku":"sku_1","page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_1","campaign":"spring_sale"}`)
+	start := int64(1_764_000_000_000) // a minute's start
+	for i := 0; i < n; i += 1000 {
+		bt := db.NewBatch()
+		for j := i; j < i+1000; j++ {
+			ts := start + int64(j)*60_000/n
+			id := IDAt(ts)
+			id[15] = byte(j)
+			id[14] = byte(j >> 8)
+			bt.AddEvent(1, &Event{ID: id, Name: "purchase", VisitorID: "v", HasVisitor: true, Timestamp: ts, CreatedAt: ts, Properties: props})
+		}
+		if err := bt.Commit(false); err != nil {
+			b.Fatal(err)
+		}
+		bt.Close()
+	}
+	if err := db.Pebble().Flush(); err != nil {
+		b.Fatal(err)
+	}
+	want := int64(n - 2) // the first two events share the bound's excluded millisecond
+	for _, name := range []string{"", "purchase"} {
+		b.Run(fmt.Sprintf("name=%q", name), func(b *testing.B) {
+			for b.Loop() {
+				got, err := db.Count(1, name, start+1, start+60_000)
+				if err != nil || got != want {
+					b.Fatalf("Count = %d, %v; want %d", got, err, want)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+		})
+	}
+}
