@@ -68,3 +68,14 @@ func (d *DB) moveKeys(p byte, resume bool, rewrite func(b *pebble.Batch, key, va
 	}
 	return n, commit(hi, pebble.Sync)
 }
+
+// hasKeys reports whether the store holds any key under prefix p (an
+// older layout's, that Open moves).
+func (d *DB) hasKeys(p byte) (bool, error) {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}})
+	if err != nil {
+		return false, err
+	}
+	found := it.First()
+	return found, it.Close()
+}

@@ -39,36 +39,58 @@ func appendRecord(dst []byte, e *Event) []byte {
 
 // decodeRecord fills e from a record; e's strings and properties are copies.
 func decodeRecord(p []byte, e *Event) error {
-	if len(p) < 1 || p[0] != recordVersion {
+	r, ok := splitRecord(p)
+	if !ok {
 		return errCorrupt
+	}
+	e.Timestamp, e.CreatedAt = r.ts, r.createdAt
+	e.Name = string(r.name)
+	e.HasVisitor, e.VisitorID = r.hasVisitor, string(r.visitor)
+	e.Properties = append([]byte(nil), r.props...)
+	return nil
+}
+
+// recordParts are a record's fields, sharing its bytes.
+type recordParts struct {
+	ts, createdAt int64
+	name, visitor []byte
+	hasVisitor    bool
+	props         []byte
+}
+
+// splitRecord reads a record's fields without copying them, so a reader
+// that needs one of them (recordIsBot) allocates nothing.
+func splitRecord(p []byte) (recordParts, bool) {
+	var r recordParts
+	if len(p) < 1 || p[0] != recordVersion {
+		return r, false
 	}
 	p = p[1:]
 	var ok bool
 	var v uint64
 	if v, p, ok = uvarint(p); !ok {
-		return errCorrupt
+		return r, false
 	}
-	e.Timestamp = int64(v)
+	r.ts = int64(v)
 	if v, p, ok = uvarint(p); !ok {
-		return errCorrupt
+		return r, false
 	}
-	e.CreatedAt = int64(v)
-	if e.Name, p, ok = lenString(p); !ok {
-		return errCorrupt
+	r.createdAt = int64(v)
+	if r.name, p, ok = lenBytes(p); !ok {
+		return r, false
 	}
 	if len(p) < 1 || p[0] > 1 { // visitor flag is 0 or 1
-		return errCorrupt
+		return r, false
 	}
-	e.HasVisitor = p[0] == 1
+	r.hasVisitor = p[0] == 1
 	p = p[1:]
-	e.VisitorID = ""
-	if e.HasVisitor {
-		if e.VisitorID, p, ok = lenString(p); !ok {
-			return errCorrupt
+	if r.hasVisitor {
+		if r.visitor, p, ok = lenBytes(p); !ok {
+			return r, false
 		}
 	}
-	e.Properties = append([]byte(nil), p...)
-	return nil
+	r.props = p
+	return r, true
 }
 
 func uvarint(p []byte) (uint64, []byte, bool) {
@@ -79,10 +101,11 @@ func uvarint(p []byte) (uint64, []byte, bool) {
 	return v, p[n:], true
 }
 
-func lenString(p []byte) (string, []byte, bool) {
+// lenBytes reads a uvarint length and that many bytes, sharing p's.
+func lenBytes(p []byte) ([]byte, []byte, bool) {
 	n, p, ok := uvarint(p)
 	if !ok || uint64(len(p)) < n {
-		return "", p, false
+		return nil, p, false
 	}
-	return string(p[:n]), p[n:], true
+	return p[:n], p[n:], true
 }

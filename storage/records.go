@@ -119,27 +119,8 @@ func (r *entryReader) close() {
 
 // recordIsBot reports whether a record's properties flag a bot.
 func recordIsBot(p []byte) bool {
-	if len(p) < 1 || p[0] != recordVersion {
-		return false
-	}
-	p = p[1:]
-	var ok bool
-	for range 2 { // timestamp, created_at
-		if _, p, ok = uvarint(p); !ok {
-			return false
-		}
-	}
-	if _, p, ok = lenString(p); !ok || len(p) < 1 {
-		return false
-	}
-	hasVisitor := p[0] == 1
-	p = p[1:]
-	if hasVisitor {
-		if _, p, ok = lenString(p); !ok {
-			return false
-		}
-	}
-	return IsBot(p)
+	r, ok := splitRecord(p)
+	return ok && IsBot(r.props)
 }
 
 // eachByID calls fn for the events of ds with ids in (after, upTo] in id
@@ -362,12 +343,7 @@ func (d *DB) OldRecords() bool { return d.oldRecords }
 // are left when a move stopped before its last batch.
 func (d *DB) hasOldRecords() (bool, error) {
 	for _, p := range []byte{prefixEventV1, prefixTimeV1} {
-		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}})
-		if err != nil {
-			return false, err
-		}
-		found := it.First()
-		if err := it.Close(); err != nil || found {
+		if found, err := d.hasKeys(p); err != nil || found {
 			return found, err
 		}
 	}

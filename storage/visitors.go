@@ -478,14 +478,7 @@ func (d *DB) openVisitorIndex(o Options) error {
 }
 
 // hasLegacyVisitors reports whether the store still holds V keys.
-func (d *DB) hasLegacyVisitors() (bool, error) {
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixVisitorV1}, UpperBound: []byte{prefixVisitorV1 + 1}})
-	if err != nil {
-		return false, err
-	}
-	found := it.First()
-	return found, it.Close()
-}
+func (d *DB) hasLegacyVisitors() (bool, error) { return d.hasKeys(prefixVisitorV1) }
 
 // migrateVisitorIndex rewrites the V keys of a store written before the day
 // partitions as W keys (moveKeys), deleting the V keys only at the end: a
