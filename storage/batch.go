@@ -116,7 +116,7 @@ func (b *Batch) Commit(sync bool) error {
 		m.commitMu.RLock()
 		defer m.commitMu.RUnlock()
 		for _, p := range b.visitors {
-			if m.inMemory(visitorDay(p.e.ts)) {
+			if m.takes(p.e.ts) {
 				mem = append(mem, p)
 				continue
 			}

@@ -30,8 +30,8 @@ func (x *Experiment) skip() skipKeys {
 }
 
 // SealVisitorMemory writes every day of the visitor index held in memory
-// to Pebble now, as the sealer does when a day is over: for measurements
-// (eventd-keycost counts it in the events' cost).
+// to Pebble now, splitting it as the sealer does past the memory's bound:
+// for measurements (eventd-keycost counts it in the events' cost).
 func (d *DB) SealVisitorMemory() error {
 	m := d.vmem
 	m.mu.Lock()
@@ -42,7 +42,7 @@ func (d *DB) SealVisitorMemory() error {
 	m.mu.Unlock()
 	slices.Sort(days)
 	for _, day := range days {
-		if err := d.sealVisitorDay(day); err != nil {
+		if err := d.sealVisitorDay(day, false); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"hash/maphash"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -24,22 +25,25 @@ import (
 // measured 25-36% less storage CPU per event, the seal included
 // (docs/benchmarks.md, session 8).
 //
-// Which days are in memory: every day from first on, except the days in
-// sealed (days sealed early because memory reached its bound, whose later
-// entries are written to Pebble directly as before). Both are stored in the
-// visitorDaysKey record and change only when a day is sealed. Nothing else
-// about the memory is stored: the name index holds the visitor of each
-// event (N ds name ts id -> visitor), so Open rebuilds the memory days from
-// it, and a kill -9 loses nothing.
+// Which days are in memory: every day from first on. A day whose memory
+// passed its bound is split, not sealed: what it holds is written as
+// tables like a day that is over, and it goes on in memory with an empty
+// part from a timestamp on (since; now less visitorSplitSlack). Its
+// entries from that timestamp on go to the memory part; the few committed
+// later with an earlier timestamp (sent late, or queued across the split)
+// are written to Pebble as W keys, as every entry of a day before first
+// is. A reader of a split day merges its Pebble entries into its memory
+// view (memView). first and the split days are stored in the
+// visitorDaysKey and visitorSplitsKey records and change only when a day
+// is sealed or split. Nothing else about the memory is stored: the name
+// index holds the visitor of each event (N ds name ts id -> visitor), so
+// Open rebuilds the memory days from it, each split day from its since on,
+// and a kill -9 loses nothing.
 //
-// A commit decides per entry, under commitMu shared, whether it goes to
-// memory or to a W key, and adds its memory entries after it committed;
-// sealing a day takes commitMu exclusively to switch the day to Pebble, so
-// no commit decides for a day that is switching; erasure, retention and
-// dataset deletion take it too, so that no commit is between its write and
-// its memory add while they delete. Readers take mu while they open their
-// Pebble iterator and copy their visitor's memory entries, so they see a
-// day either in memory or in Pebble, never both or neither.
+// Before days were split, a day past the bound was sealed early and all
+// its later entries were W keys, written in every commit: on a loaded
+// store, today's (docs/benchmarks.md, session 11). A store written so
+// reads such a day as split from its end on.
 type visitorMem struct {
 	commitMu sync.RWMutex
 	// sealMu runs one seal at a time and keeps erasure, retention and
@@ -47,27 +51,38 @@ type visitorMem struct {
 	sealMu sync.Mutex
 
 	mu      sync.Mutex
-	first   uint32          // days before first are in Pebble
-	sealed  map[uint32]bool // days from first on that are in Pebble
+	first   uint32           // days before first are in Pebble
+	since   map[uint32]int64 // split days: the memory part holds the entries from this timestamp on
 	days    map[uint32]*memDay
-	entries int // held in all days, removed ones included (they take memory until their day is sealed)
+	entries int // held in all days, removed ones included (they take memory until their day is sealed or split)
 	// names interns event names: an entry holds an index.
 	names   []string
 	nameIdx map[string]uint32
 
-	max  int           // entries before the fullest day is sealed early
+	max  int           // entries before the fullest day is split
 	kick chan struct{} // wakes the sealer when max is passed
 	seed maphash.Seed  // of the visitor hashes (memDay.heads)
-	// sealChunks is the arena size, in chunks, at which a day is sealed
-	// early: a place holds 12 bits of chunk number (arenaSealChunks).
+	// sealChunks is the arena size, in chunks, at which a day is split: a
+	// place holds 12 bits of chunk number (arenaSealChunks).
 	sealChunks int
 	// commits are the commits whose entries may not be added yet; a
 	// reader takes those its Pebble view sees from there (inflight.go).
 	commits *inflight
 }
 
-// visitorDaysKey records first and the days sealed early.
-var visitorDaysKey = configKey("visitor-days", "")
+// visitorDaysKey records first (and, written by builds before days were
+// split, the days sealed early); visitorSplitsKey records since.
+var (
+	visitorDaysKey   = configKey("visitor-days", "")
+	visitorSplitsKey = configKey("visitor-splits", "")
+)
+
+// visitorSplitSlack is how far before the split the memory part of a split
+// day starts: commits in flight across the split (their ids, and so their
+// timestamps, were taken a few milliseconds before) still go to memory.
+// Open may load an entry of the slack twice, from Pebble and memory; the
+// readers drop the repeat.
+const visitorSplitSlack = time.Second
 
 // DefaultVisitorMemory is Options.VisitorMemory when 0: 170-660 MiB (an
 // entry takes 42 bytes when its visitor has 100 in the day, 165 when one).
@@ -131,8 +146,8 @@ type memDay struct {
 // smaller, so that a day of a few visitors stays small. A place holds 12
 // bits of chunk number, 4 GiB of visitors a day: a day whose arena reaches
 // arenaSealChunks (3 GiB, reachable only with --visitor-memory raised and
-// visitor ids near their 1 KiB limit) is sealed early like the fullest day
-// past the entry bound, with a gigabyte left for what arrives meanwhile.
+// visitor ids near their 1 KiB limit) is split like the fullest day past
+// the entry bound, with a gigabyte left for what arrives meanwhile.
 const (
 	arenaChunkBits  = 20
 	arenaChunkFirst = 4 << 10
@@ -255,7 +270,7 @@ func newVisitorMem(max int, commits *inflight) *visitorMem {
 	if max <= 0 {
 		max = DefaultVisitorMemory
 	}
-	return &visitorMem{first: math.MaxUint32, sealed: map[uint32]bool{}, days: map[uint32]*memDay{},
+	return &visitorMem{first: math.MaxUint32, since: map[uint32]int64{}, days: map[uint32]*memDay{},
 		nameIdx: map[string]uint32{}, max: max, sealChunks: arenaSealChunks, kick: make(chan struct{}, 1),
 		seed: maphash.MakeSeed(), commits: commits}
 }
@@ -271,9 +286,21 @@ func (m *visitorMem) hash(v memVisitor) uint64 {
 	return h.Sum64()
 }
 
-// inMemory reports whether day's entries are held in memory; callers hold
-// mu or commitMu.
-func (m *visitorMem) inMemory(day uint32) bool { return day >= m.first && !m.sealed[day] }
+// inMemory reports whether day's entries are read from memory (merged
+// with Pebble's when it is split); callers hold mu or commitMu.
+func (m *visitorMem) inMemory(day uint32) bool { return day >= m.first }
+
+// takes reports whether a committed entry at ts goes to memory: its day is
+// in memory and, when split, ts is in the memory part. Callers hold
+// commitMu.
+func (m *visitorMem) takes(ts int64) bool {
+	day := visitorDay(ts)
+	if day < m.first {
+		return false
+	}
+	since, split := m.since[day]
+	return !split || ts >= since
+}
 
 func (m *visitorMem) name(n string) uint32 {
 	if i, ok := m.nameIdx[n]; ok {
@@ -334,11 +361,14 @@ func (m *visitorMem) insert(v memVisitor, e memEntry) {
 }
 
 // view copies what a reader needs of visitor's memory days in [first,
-// last]; callers hold mu.
-// Entries of commits not added yet (extra, the visitor's) are added to
-// their days; one already added is dropped as a repeat.
-func (m *visitorMem) view(ds uint32, visitor string, first, last uint32, extra []pendingVisitor) memView {
-	mv := memView{first: m.first, sealed: m.sealedIn(first, last)}
+// last]; callers hold mu, and it is the reader's Pebble iterator, opened
+// under mu over the same days: the Pebble entries of a split day are
+// merged into its view, so that the reader takes every day from first on
+// from the view alone. Entries of commits not added yet (extra, the
+// visitor's) are added to their days; one already added is dropped as a
+// repeat.
+func (m *visitorMem) view(it *pebble.Iterator, ds uint32, visitor string, first, last uint32, extra []pendingVisitor) (memView, error) {
+	mv := memView{first: m.first}
 	v := memVisitor{ds, visitor}
 	h := m.hash(v)
 	for day, md := range m.days {
@@ -349,33 +379,49 @@ func (m *visitorMem) view(ds uint32, visitor string, first, last uint32, extra [
 			mv.days = append(mv.days, memDayView{day: day, entries: s})
 		}
 	}
-	if len(extra) > 0 {
-		mv.addPending(m, extra, first, last)
+	touched := map[int]bool{}
+	for day := range m.since {
+		if day < first || day > last {
+			continue
+		}
+		pfx := visitorDayPrefix(nil, ds, day, visitor)
+		for valid := it.SeekGE(pfx); valid && bytes.HasPrefix(it.Key(), pfx); valid = it.Next() {
+			ts, id, ok := tsIDSuffix(it.Key())
+			if !ok {
+				return mv, errCorrupt
+			}
+			name, bot := splitBot(it.Value())
+			e := memEntry{ts: ts, id: id, name: m.name(string(name))}
+			if bot {
+				e.flags = entryBot
+			}
+			touched[mv.add(day, e)] = true
+		}
+		if err := it.Error(); err != nil {
+			return mv, err
+		}
+	}
+	for _, p := range extra {
+		if day := visitorDay(p.e.ts); day >= first && day <= last && m.inMemory(day) {
+			e := p.e
+			e.name = m.name(p.n)
+			touched[mv.add(day, e)] = true
+		}
+	}
+	for i := range touched {
+		mv.days[i].entries = sortEntries(mv.days[i].entries)
 	}
 	slices.SortFunc(mv.days, func(a, b memDayView) int { return cmp.Compare(a.day, b.day) })
 	mv.names = m.names // append-only: the prefix a reader sees never changes
-	return mv
-}
-
-// sealedIn lists the days sealed early in [first, last], ascending.
-func (m *visitorMem) sealedIn(first, last uint32) []uint32 {
-	var out []uint32
-	for s := range m.sealed {
-		if s >= first && s <= last {
-			out = append(out, s)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return mv, nil
 }
 
 // memView is a reader's copy of one visitor's entries in memory days, and
 // which days of its range are in memory.
 type memView struct {
-	first  uint32
-	sealed []uint32 // ascending
-	days   []memDayView
-	names  []string
+	first uint32 // days from first on are read from days alone
+	days  []memDayView
+	names []string
 }
 
 type memDayView struct {
@@ -383,52 +429,23 @@ type memDayView struct {
 	entries []memEntry
 }
 
-// addPending adds the entries of commits not added to memory yet to their
-// days of [first, last] that are in memory, dropping repeats of entries
-// the view holds already; callers hold visitorMem.mu.
-func (mv *memView) addPending(m *visitorMem, extra []pendingVisitor, first, last uint32) {
-	touched := map[int]bool{}
-	for _, p := range extra {
-		day := visitorDay(p.e.ts)
-		if day < first || day > last || !m.inMemory(day) {
-			continue
-		}
-		i := slices.IndexFunc(mv.days, func(d memDayView) bool { return d.day == day })
-		if i < 0 {
-			i = len(mv.days)
-			mv.days = append(mv.days, memDayView{day: day})
-		}
-		e := p.e
-		e.name = m.name(p.n)
-		mv.days[i].entries = append(mv.days[i].entries, e)
-		touched[i] = true
+// add appends e to its day (not sorted) and reports the day's index.
+func (mv *memView) add(day uint32, e memEntry) int {
+	i := slices.IndexFunc(mv.days, func(d memDayView) bool { return d.day == day })
+	if i < 0 {
+		i = len(mv.days)
+		mv.days = append(mv.days, memDayView{day: day})
 	}
-	for i := range touched {
-		mv.days[i].entries = sortEntries(mv.days[i].entries)
-	}
+	mv.days[i].entries = append(mv.days[i].entries, e)
+	return i
 }
 
 // inMemory is visitorMem.inMemory as it was when the view was taken.
-func (mv *memView) inMemory(day uint32) bool {
-	if day < mv.first {
-		return false
-	}
-	_, found := slices.BinarySearch(mv.sealed, day)
-	return !found
-}
+func (mv *memView) inMemory(day uint32) bool { return day >= mv.first }
 
 // nextPebbleDay is the first day at or after day whose entries are in
 // Pebble, false if there is none.
-func (mv *memView) nextPebbleDay(day uint32) (uint32, bool) {
-	if day < mv.first {
-		return day, true
-	}
-	i, _ := slices.BinarySearch(mv.sealed, day)
-	if i == len(mv.sealed) {
-		return 0, false
-	}
-	return mv.sealed[i], true
-}
+func (mv *memView) nextPebbleDay(day uint32) (uint32, bool) { return day, day < mv.first }
 
 // prevPebbleDay is the last day at or before day whose entries are in
 // Pebble, false if there is none.
@@ -436,17 +453,7 @@ func (mv *memView) prevPebbleDay(day uint32) (uint32, bool) {
 	if day < mv.first {
 		return day, true
 	}
-	i, found := slices.BinarySearch(mv.sealed, day)
-	if found {
-		return day, true
-	}
-	if i > 0 {
-		return mv.sealed[i-1], true
-	}
-	if mv.first == 0 {
-		return 0, false
-	}
-	return mv.first - 1, true
+	return mv.first - 1, mv.first > 0
 }
 
 // remove marks entries of one visitor (all of them when ids is nil)
@@ -475,26 +482,40 @@ func (m *visitorMem) dropDatasets(ds []uint32) {
 	}
 }
 
-// encodeDays is the visitorDaysKey value: first, then each day sealed early.
-func (m *visitorMem) encodeDays() []byte {
-	v := binary.BigEndian.AppendUint32(nil, m.first)
-	for _, s := range m.sealedIn(0, math.MaxUint32) {
-		v = binary.BigEndian.AppendUint32(v, s)
+// encodeDays is the visitorDaysKey value: first.
+func (m *visitorMem) encodeDays() []byte { return binary.BigEndian.AppendUint32(nil, m.first) }
+
+// encodeSplits is the visitorSplitsKey value: each split day and its
+// since, by day.
+func (m *visitorMem) encodeSplits() []byte {
+	v := []byte{}
+	for _, day := range slices.Sorted(maps.Keys(m.since)) {
+		v = binary.BigEndian.AppendUint32(v, day)
+		v = binary.BigEndian.AppendUint64(v, uint64(m.since[day]))
 	}
 	return v
 }
 
-func (m *visitorMem) decodeDays(v []byte) error {
-	if len(v) < 4 || len(v)%4 != 0 {
+// decodeDays reads the visitorDaysKey and visitorSplitsKey values (splits
+// nil when there is none). A day the visitorDaysKey value lists after
+// first was sealed early by a build before days were split: every entry of
+// it is in Pebble, as in a day split at its end.
+func (m *visitorMem) decodeDays(days, splits []byte) error {
+	if len(days) < 4 || len(days)%4 != 0 || len(splits)%12 != 0 {
 		return errCorrupt
 	}
-	m.first = binary.BigEndian.Uint32(v)
-	for v = v[4:]; len(v) > 0; v = v[4:] {
-		m.sealed[binary.BigEndian.Uint32(v)] = true
+	m.first = binary.BigEndian.Uint32(days)
+	for days = days[4:]; len(days) > 0; days = days[4:] {
+		day := binary.BigEndian.Uint32(days)
+		m.since[day] = int64(day+1) * dayMs
 	}
-	for m.sealed[m.first] { // never written so, but first must be a memory day
-		delete(m.sealed, m.first)
-		m.first++
+	for ; len(splits) > 0; splits = splits[12:] {
+		m.since[binary.BigEndian.Uint32(splits)] = int64(binary.BigEndian.Uint64(splits[4:]))
+	}
+	for day := range m.since {
+		if day < m.first { // never written so: a day leaves since when it leaves memory
+			delete(m.since, day)
+		}
 	}
 	return nil
 }
@@ -526,7 +547,11 @@ func (d *DB) loadVisitorMem(now time.Time) (int, error) {
 	case err != nil:
 		return 0, err
 	default:
-		if err := m.decodeDays(v); err != nil {
+		splits, err := d.get(visitorSplitsKey)
+		if err != nil && err != ErrNotFound {
+			return 0, err
+		}
+		if err := m.decodeDays(v, splits); err != nil {
 			return 0, err
 		}
 	}
@@ -534,8 +559,8 @@ func (d *DB) loadVisitorMem(now time.Time) (int, error) {
 }
 
 // rebuildVisitorMem fills the memory days from the name index: for each
-// dataset and name it seeks to the first memory day and reads on, skipping
-// the days sealed early.
+// dataset and name it seeks to the first memory day and reads on, on a
+// split day from its since.
 func (d *DB) rebuildVisitorMem() (int, error) {
 	m := d.vmem
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixName}, UpperBound: []byte{prefixName + 1}})
@@ -562,8 +587,8 @@ func (d *DB) rebuildVisitorMem() (int, error) {
 			seek = appendTS(append(seek[:0], pfx...), start)
 			valid = it.SeekGE(seek)
 			continue
-		case m.sealed[day]:
-			seek = appendTS(append(seek[:0], pfx...), int64(day+1)*dayMs)
+		case ts < m.since[day]: // split: the entries before since are in Pebble
+			seek = appendTS(append(seek[:0], pfx...), m.since[day])
 			valid = it.SeekGE(seek)
 			continue
 		}

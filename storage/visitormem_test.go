@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -160,20 +161,24 @@ func TestVisitorMem(t *testing.T) {
 		t.Fatal("no entry in memory")
 	}
 
-	// Tomorrow sealed early: its later entries go to Pebble directly.
-	if err := db.sealVisitorDay(first + 1); err != nil {
-		t.Fatal(err)
+	// Today split: its later entries from a second before now on go to
+	// memory, the earlier ones to Pebble; tomorrow split: all its later
+	// entries go to memory.
+	for _, day := range []uint32{first, first + 1} {
+		if err := db.sealVisitorDay(day, false); err != nil {
+			t.Fatal(err)
+		}
 	}
-	m.check(db.DB, "tomorrow sealed early")
+	m.check(db.DB, "today and tomorrow split")
 	m.write(db.DB, first, 100)
-	m.check(db.DB, "written after the early seal")
+	m.check(db.DB, "written after the splits")
 
-	// Today over: first moves past it and past tomorrow, sealed already.
-	if err := db.sealVisitorDay(first); err != nil {
+	// Today over: first moves past it; tomorrow is still split.
+	if err := db.sealVisitorDay(first, true); err != nil {
 		t.Fatal(err)
 	}
-	if f := memFirst(db.DB); f != first+2 {
-		t.Fatalf("first memory day %d after sealing days %d and %d, want %d", f, first+1, first, first+2)
+	if f := memFirst(db.DB); f != first+1 {
+		t.Fatalf("first memory day %d after sealing day %d, want %d", f, first, first+1)
 	}
 	m.write(db.DB, first, 100)
 	m.check(db.DB, "today sealed")
@@ -197,13 +202,13 @@ func TestVisitorMem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.switchVisitorDay(first+2, md, snap.n, paths, datasets); err != nil {
+	if err := db.switchVisitorDay(first+2, md, snap.n, paths, datasets, false); err != nil {
 		t.Fatal(err)
 	}
 	m.check(db.DB, "after the switch")
 
-	// A crash after the ingest and before the switch: the day is still in
-	// memory and its tables are in Pebble too.
+	// A crash after the ingest and before the switch: the day (tomorrow,
+	// split) is still in memory and its tables are in Pebble too.
 	f := memFirst(db.DB)
 	mem.mu.Lock()
 	md = mem.days[f]
@@ -224,10 +229,10 @@ func TestVisitorMem(t *testing.T) {
 	m.check(db.DB, "ingested, not switched")
 	db = db.reopen(t)
 	m.check(db.DB, "reopened after an ingest without switch")
-	if err := db.sealVisitorDay(f); err != nil {
+	if err := db.sealVisitorDay(f, false); err != nil {
 		t.Fatal(err)
 	}
-	m.check(db.DB, "sealed again")
+	m.check(db.DB, "split again")
 
 	if _, err := db.EraseVisitor(1, "ab", nil); err != nil {
 		t.Fatal(err)
@@ -282,25 +287,108 @@ func TestVisitorMemBound(t *testing.T) {
 	m.check(db, "bounded")
 }
 
-// TestVisitorMemDaysRecord: the record of which days are in memory
-// round-trips, and a corrupt one is an error.
+// TestVisitorMemDaysRecord: the records of which days are in memory and
+// which are split round-trip; a day sealed early by an older build reads
+// as split at its end; a corrupt record is an error.
 func TestVisitorMemDaysRecord(t *testing.T) {
 	m := newVisitorMem(0, &inflight{})
 	m.first = 20_500
-	m.sealed[20_502] = true
-	m.sealed[20_501] = true
+	m.since[20_502] = 20_502*dayMs + 5
+	m.since[20_501] = 20_501*dayMs + 7
 	got := newVisitorMem(0, &inflight{})
-	if err := got.decodeDays(m.encodeDays()); err != nil {
+	if err := got.decodeDays(m.encodeDays(), m.encodeSplits()); err != nil {
 		t.Fatal(err)
 	}
-	if got.first != m.first || len(got.sealed) != 2 || !got.sealed[20_501] || !got.sealed[20_502] {
-		t.Fatalf("decoded first %d sealed %v", got.first, got.sealed)
+	if got.first != m.first || !maps.Equal(got.since, m.since) {
+		t.Fatalf("decoded first %d since %v", got.first, got.since)
+	}
+	older := newVisitorMem(0, &inflight{})
+	if err := older.decodeDays([]byte{0, 0, 0x50, 0x14, 0, 0, 0x50, 0x16, 0, 0, 0x50, 0x10}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[uint32]int64{20_502: 20_503 * dayMs}; older.first != 20_500 || !maps.Equal(older.since, want) {
+		t.Fatalf("older record decoded as first %d since %v, want 20500 %v", older.first, older.since, want)
 	}
 	for _, bad := range [][]byte{nil, {1, 2, 3}, {0, 0, 0, 1, 2}} {
-		if err := newVisitorMem(0, &inflight{}).decodeDays(bad); err == nil {
+		if err := newVisitorMem(0, &inflight{}).decodeDays(bad, nil); err == nil {
 			t.Fatalf("decodeDays(%v) = nil", bad)
 		}
 	}
+	if err := newVisitorMem(0, &inflight{}).decodeDays([]byte{0, 0, 0, 1}, []byte{1, 2, 3}); err == nil {
+		t.Fatal("decodeDays with a short split = nil")
+	}
+}
+
+// TestVisitorMemSplit: a split day's memory part holds only its entries
+// from the split on, also when Open rebuilds it; the earlier ones, and
+// those committed later with earlier timestamps, are read from Pebble;
+// erasure removes both; a day split after its end (as an older build's
+// day sealed early reads) takes nothing more in memory.
+func TestVisitorMemSplit(t *testing.T) {
+	db := openTestDB(t, "")
+	day := memFirst(db.DB)
+	at := func(h int) int64 { return int64(day)*dayMs + int64(h)*3_600_000 }
+	n := uint64(0)
+	want := map[string][]string{}
+	write := func(vis string, hours ...int) {
+		t.Helper()
+		for _, h := range hours {
+			n++
+			e := &Event{ID: testID(n), Timestamp: at(h) + int64(n), CreatedAt: at(h), Name: "x", VisitorID: vis, HasVisitor: true, Properties: []byte(`{}`)}
+			commitEvents(t, db.DB, 1, e)
+			want[vis] = append(want[vis], entryText(e.Timestamp, e.ID, "x", false))
+		}
+	}
+	check := func(label string, inMemory int) {
+		t.Helper()
+		for vis, w := range want {
+			slices.Sort(w)
+			for _, back := range []bool{false, true} {
+				if got := walkEntries(t, db.DB, vis, 0, math.MaxInt64, back); !slices.Equal(got, w) {
+					t.Fatalf("%s: %q backwards=%v:\n got %v\nwant %v", label, vis, back, got, w)
+				}
+			}
+		}
+		if got := memEntries(t, db.DB); got != inMemory {
+			t.Fatalf("%s: %d entries in memory, want %d", label, got, inMemory)
+		}
+	}
+	write("v", 6, 8)
+	write("w", 7, 11)
+	check("before the split", 4)
+
+	db.now = func() time.Time { return time.UnixMilli(at(12)) }
+	if err := db.sealVisitorDay(day, false); err != nil {
+		t.Fatal(err)
+	}
+	check("split at noon", 0)
+	write("v", 9, 20) // 9:00 before the split: Pebble; 20:00 memory
+	write("w", 10, 21)
+	check("written after the split", 2)
+	db = db.reopen(t)
+	check("reopened", 2)
+
+	if _, err := db.EraseVisitor(1, "w", nil); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "w")
+	check("w erased", 2) // removed entries take memory until the day is sealed
+
+	db.now = func() time.Time { return time.UnixMilli(at(26)) }
+	if err := db.sealVisitorDay(day, false); err != nil { // split after its end
+		t.Fatal(err)
+	}
+	write("v", 22)
+	check("split after the end", 0)
+	db = db.reopen(t)
+	check("reopened after the late split", 0)
+	if err := db.sealVisitorDay(day, true); err != nil {
+		t.Fatal(err)
+	}
+	if f := memFirst(db.DB); f != day+1 {
+		t.Fatalf("first memory day %d after the day's seal, want %d", f, day+1)
+	}
+	check("sealed", 0)
 }
 
 // TestVisitorTablesLeftByACrash: a table a crash left half written is
@@ -385,7 +473,7 @@ func TestVisitorMemEraseAfterACrashedSeal(t *testing.T) {
 	if _, err := db.EraseVisitor(1, "victim", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.sealVisitorDay(f); err != nil {
+	if err := db.sealVisitorDay(f, false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := db.VisitorsEvents(1, []string{"victim", "other"}, 0, math.MaxInt64, 0)
@@ -408,7 +496,7 @@ func TestVisitorMemSameEventTwice(t *testing.T) {
 	if got := walkEntries(t, db.DB, "v", 0, math.MaxInt64, false); len(got) != 1 {
 		t.Fatalf("%d entries, want 1: %v", len(got), got)
 	}
-	if err := db.sealVisitorDay(f); err != nil {
+	if err := db.sealVisitorDay(f, false); err != nil {
 		t.Fatalf("seal: %v", err)
 	}
 	if got := walkEntries(t, db.DB, "v", 0, math.MaxInt64, false); len(got) != 1 {
@@ -443,7 +531,7 @@ func TestVisitorMemExpiryDuringACommit(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := db.sealVisitorDay(f); err != nil {
+	if err := db.sealVisitorDay(f, false); err != nil {
 		t.Fatal(err)
 	}
 	if got := walkEntries(t, db.DB, "v", 0, math.MaxInt64, false); len(got) != 0 {
@@ -478,8 +566,8 @@ func TestMemDayArenaChunks(t *testing.T) {
 	}
 }
 
-// TestVisitorMemArenaBound seals a day early once its visitor arena reaches
-// its chunk bound, and its visitors are still found, now in Pebble.
+// TestVisitorMemArenaBound splits a day once its visitor arena reaches its
+// chunk bound, and its visitors are still found, now in Pebble.
 func TestVisitorMemArenaBound(t *testing.T) {
 	db := openTestDB(t, "")
 	db.vmem.mu.Lock()
@@ -493,9 +581,16 @@ func TestVisitorMemArenaBound(t *testing.T) {
 	if err := db.sealDue(time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if n := memEntries(t, db.DB); n != 0 {
-		t.Fatalf("%d entries still in memory, want the day sealed", n)
+	if n := memEntries(t, db.DB); n == 10 {
+		t.Fatal("all 10 entries still in memory, want the day split")
 	}
+	db.vmem.mu.Lock()
+	for day, md := range db.vmem.days {
+		if len(md.arena) >= 2 {
+			t.Errorf("day %d: %d arena chunks after the seal, bound 2", day, len(md.arena))
+		}
+	}
+	db.vmem.mu.Unlock()
 	for i := range 10 {
 		if _, n, err := db.List(ListQuery{Dataset: 1, VisitorID: vis(i), HasVisitor: true, To: math.MaxInt64, Limit: 10}); err != nil || n != 1 {
 			t.Fatalf("visitor %d after the seal: total %d, %v", i, n, err)

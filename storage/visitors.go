@@ -152,7 +152,10 @@ func newVisitorIter(r pebble.Reader, m *visitorMem, ds uint32, visitor string, f
 	}
 	v.it = it
 	if v.first <= v.last {
-		v.mem = m.view(ds, visitor, v.first, v.last, extra)
+		if v.mem, err = m.view(it, ds, visitor, v.first, v.last, extra); err != nil {
+			_ = it.Close()
+			return nil, err
+		}
 	} else {
 		v.mem.first = math.MaxUint32
 	}
@@ -562,12 +565,15 @@ func (d *DB) visitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 		d.vmem.mu.Unlock()
 		return nil, err
 	}
+	defer it.Close()
 	views := make([]memView, len(sorted))
 	for i, vis := range sorted {
-		views[i] = d.vmem.view(ds, vis, first, last, extra[vis])
+		if views[i], err = d.vmem.view(it, ds, vis, first, last, extra[vis]); err != nil {
+			d.vmem.mu.Unlock()
+			return nil, err
+		}
 	}
 	d.vmem.mu.Unlock()
-	defer it.Close()
 	n := 0
 	var pfx []byte
 	days := views[0] // which days are in memory is the same in every view

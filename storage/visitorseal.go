@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -62,13 +63,14 @@ func (s *visitorSealer) close() {
 }
 
 // sealDue seals the days that are over at now, then, while memory holds
-// more than its bound, the fullest day (or a day whose visitor arena is
-// near its limit).
+// more than its bound, splits the fullest day (or a day whose visitor
+// arena is near its limit).
 func (d *DB) sealDue(now time.Time) error {
 	m := d.vmem
 	for {
 		m.mu.Lock()
-		day, due := m.first, m.first < visitorDay(now.Add(-VisitorSealGrace).UnixMilli())
+		day, over := m.first, m.first < visitorDay(now.Add(-VisitorSealGrace).UnixMilli())
+		due := over
 		if !due {
 			day, due = m.overBound()
 		}
@@ -76,11 +78,11 @@ func (d *DB) sealDue(now time.Time) error {
 		if !due {
 			return nil
 		}
-		if err := d.sealVisitorDay(day); err != nil {
+		if err := d.sealVisitorDay(day, over); err != nil {
 			return err
 		}
 		m.mu.Lock()
-		stuck := m.inMemory(day)
+		stuck := over && m.inMemory(day)
 		m.mu.Unlock()
 		if stuck { // cannot happen; never spin on it
 			return fmt.Errorf("day %d still in memory after its seal", day)
@@ -132,14 +134,16 @@ func (md *memDay) snapshot() daySnapshot {
 	return daySnapshot{blocks: slices.Clone(md.blocks), n: md.n, arena: slices.Clone(md.arena), vis: md.vis}
 }
 
-// sealVisitorDay writes one memory day to Pebble: its entries as sorted
-// sstables (one per dataset, so that each covers a key range no other file
-// touches and Pebble places it in the bottom level), ingested, and then, in
-// one synced batch, the entries that commits added while the tables were
-// written and the new visitorDaysKey record. Until that batch commits the
-// day stays in memory, and readers use the memory (the ingested keys are
-// the same), so a crash at any point leaves a consistent store.
-func (d *DB) sealVisitorDay(day uint32) error {
+// sealVisitorDay writes what memory holds of a day to Pebble: its entries
+// as sorted sstables (one per dataset, so that the first part of a day
+// covers a key range no other file touches and Pebble places it in the
+// bottom level), ingested, and then, in one synced batch, the entries that
+// commits added while the tables were written and the new visitorDaysKey
+// and visitorSplitsKey records. A day that is over leaves memory; any
+// other is split (visitormem.go). Until that batch commits the day's
+// memory is unchanged, and readers use the memory where the ingested keys
+// repeat it, so a crash at any point leaves a consistent store.
+func (d *DB) sealVisitorDay(day uint32, over bool) error {
 	m := d.vmem
 	m.sealMu.Lock()
 	defer m.sealMu.Unlock()
@@ -153,13 +157,20 @@ func (d *DB) sealVisitorDay(day uint32) error {
 		md = newMemDay()
 		m.days[day] = md
 	}
+	_, split := m.since[day]
 	snap := md.snapshot()
 	names := m.names
 	m.mu.Unlock()
 
 	paths, datasets, err := d.writeVisitorTables(day, snap, names)
+	if err == nil && split && len(paths) > 0 {
+		// Readers read a split day's Pebble keys, so none may name an event
+		// a crash can still lose: the commits of the tables' entries are
+		// synced before the tables go in.
+		err = d.apply(func() error { return d.db.LogData(nil, pebble.Sync) })
+	}
 	if err == nil {
-		err = d.switchVisitorDay(day, md, snap.n, paths, datasets)
+		err = d.switchVisitorDay(day, md, snap.n, paths, datasets, over)
 	}
 	for _, p := range paths {
 		_ = d.fs.Remove(p) // ingested files are linked into the store; what is left is ours
@@ -300,34 +311,34 @@ func (d *DB) clearStaleVisitorKeys(day uint32, datasets []uint32) error {
 }
 
 // switchVisitorDay ingests a sealing day's tables and moves the day to
-// Pebble: with no commit in flight (commitMu) and no reader opening
-// (mu), the entries added since the tables' snapshot (from index tabled
-// on) and the new record go in one synced batch, then the day leaves memory.
-func (d *DB) switchVisitorDay(day uint32, md *memDay, tabled uint32, paths []string, datasets []uint32) error {
+// Pebble, or to a new memory part when it is not over: with no commit in
+// flight (commitMu) and no reader opening (mu), the entries added since
+// the tables' snapshot (from index tabled on) and the new records go in
+// one synced batch, then the day's memory is dropped.
+func (d *DB) switchVisitorDay(day uint32, md *memDay, tabled uint32, paths []string, datasets []uint32, over bool) error {
 	m := d.vmem
 	m.commitMu.Lock()
 	defer m.commitMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := d.clearStaleVisitorKeys(day, datasets); err != nil {
-		return err
+	if _, split := m.since[day]; !split { // a split day's keys are its earlier parts
+		if err := d.clearStaleVisitorKeys(day, datasets); err != nil {
+			return err
+		}
 	}
 	if len(paths) > 0 {
 		if err := d.apply(func() error { return d.db.Ingest(context.Background(), paths) }); err != nil {
 			return err
 		}
 	}
-	first, sealed := m.first, m.sealed
-	m.sealed = make(map[uint32]bool, len(sealed))
-	for s := range sealed {
-		m.sealed[s] = true
-	}
-	if day == m.first {
-		for m.first++; m.sealed[m.first]; m.first++ {
-			delete(m.sealed, m.first)
-		}
+	over = over && day == m.first
+	first, since := m.first, m.since
+	m.since = maps.Clone(since)
+	if over {
+		m.first = day + 1
+		delete(m.since, day)
 	} else {
-		m.sealed[day] = true
+		m.since[day] = splitSince(d.now(), day)
 	}
 	b := d.db.NewBatch()
 	defer b.Close()
@@ -343,11 +354,24 @@ func (d *DB) switchVisitorDay(day uint32, md *memDay, tabled uint32, paths []str
 		_ = b.Set(k, val, nil)
 	}
 	_ = b.Set(visitorDaysKey, m.encodeDays(), nil)
+	_ = b.Set(visitorSplitsKey, m.encodeSplits(), nil)
 	if err := d.commit(b, pebble.Sync); err != nil {
-		m.first, m.sealed = first, sealed
+		m.first, m.since = first, since
 		return err
 	}
 	delete(m.days, day)
+	if !over {
+		m.days[day] = newMemDay()
+	}
 	m.entries -= int(md.n)
 	return nil
+}
+
+// splitSince is where the memory part of day starts when it is split at
+// now: a little before now, within the day. A day split after its end (an
+// import of old events past the bound) keeps nothing more in memory; one
+// split before its start (events dated ahead) keeps all its later entries.
+func splitSince(now time.Time, day uint32) int64 {
+	start := int64(day) * dayMs
+	return min(max(now.Add(-visitorSplitSlack).UnixMilli(), start), start+dayMs)
 }
