@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -567,5 +568,15 @@ func TestBackfillRequest(t *testing.T) {
 	}
 	if names["page_view"] < 400 || names["page_view"] > 600 || names["click"] < names["signup"] || len(names) < 6 {
 		t.Errorf("names %v", names)
+	}
+}
+
+func TestDated(t *testing.T) {
+	at := time.Date(2026, 11, 27, 9, 8, 7, 6_000_000, time.FixedZone("x", 3600))
+	for _, tmpl := range []string{SegmentTemplate, SegmentShapedTemplate} {
+		got := Dated(tmpl, at)
+		if !strings.Contains(got, `"timestamp":"2026-11-27T08:08:07.006Z"`) || strings.Contains(got, "{now}") {
+			t.Errorf("Dated = %s", got)
+		}
 	}
 }

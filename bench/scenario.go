@@ -127,20 +127,33 @@ const IdempotentEventTemplate = `{"event":"purchase","visitor_id":"v_{n}","idemp
 // SegmentShapedTemplate is the native event that SegmentTemplate is stored
 // as (the mapped properties, the messageId as idempotency key, the same
 // timestamp): what the segment scenario's stored bytes cost without the
-// Segment layer.
-const SegmentShapedTemplate = `{"event":"Order_Completed","visitor_id":"v_{n}","idempotency_key":"node-next-1764000000000-{n}","timestamp":"2026-11-24T10:00:00.000Z","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale","$event_name":"Order Completed","$context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"$user_id":"v_{n}"}}`
+// Segment layer. Its "{now}" is filled in by Dated.
+const SegmentShapedTemplate = `{"event":"Order_Completed","visitor_id":"v_{n}","idempotency_key":"node-next-1764000000000-{n}","timestamp":"{now}","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale","$event_name":"Order Completed","$context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"$user_id":"v_{n}"}}`
 
 // SegmentTemplate is one track message as @segment/analytics-node 3.1
 // sends it (a messageId, a context with the library, _metadata and an
 // empty integrations object), carrying EventTemplate's properties, so the
-// segment scenario compares the same events with the native batch.
-const SegmentTemplate = `{"type":"track","event":"Order Completed","userId":"v_{n}","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale"},"messageId":"node-next-1764000000000-{n}","timestamp":"2026-11-24T10:00:00.000Z","context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"_metadata":{"jsRuntime":"node"},"integrations":{}}`
+// segment scenario compares the same events with the native batch. Its
+// "{now}" is filled in by Dated: an SDK stamps each message when the
+// application calls it and sends it within seconds, so the events are of
+// today (a fixed date would measure a backfill into a day long written,
+// and a different one on each day the bench runs).
+const SegmentTemplate = `{"type":"track","event":"Order Completed","userId":"v_{n}","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale"},"messageId":"node-next-1764000000000-{n}","timestamp":"{now}","context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"_metadata":{"jsRuntime":"node"},"integrations":{}}`
+
+// segmentTime is how analytics-node writes a time.
+const segmentTime = "2006-01-02T15:04:05.000Z"
+
+// Dated returns tmpl with every "{now}" replaced by t, written as
+// analytics-node writes a timestamp.
+func Dated(tmpl string, t time.Time) string {
+	return strings.ReplaceAll(tmpl, "{now}", t.UTC().Format(segmentTime))
+}
 
 // SegmentBatchRequest posts size Segment messages per request to path
 // (POST /v1/batch) with the key as HTTP Basic user name, as the SDKs do.
 func SegmentBatchRequest(path, key string, tmpl *Template, size int) RequestFunc {
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(key+":"))
-	return arrayRequest(path, auth, `{"batch":[`, `],"sentAt":"2026-11-24T10:00:00.000Z","writeKey":"bench"}`, tmpl, size)
+	return arrayRequest(path, auth, `{"batch":[`, `],"sentAt":"`+time.Now().UTC().Format(segmentTime)+`","writeKey":"bench"}`, tmpl, size)
 }
 
 // SegmentAccepted counts the stored messages of a /v1/batch answer:

@@ -816,13 +816,13 @@ func buildSegment(e *env) *plan {
 	conns := e.conns(16)
 	n := e.o.batchSize
 	seg := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.SegmentAccepted(n), ExpectStatus: 200,
-		Request: bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.SegmentTemplate), n)}
+		Request: bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentTemplate, time.Now())), n)}
 	native := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.BatchAccepted,
 		Request: bench.BatchRequest("/events/batch", e.key, e.tmpl, n)}
 	idem := native
 	idem.Request = bench.BatchRequest("/events/batch", e.key, bench.NewTemplate(bench.IdempotentEventTemplate), n)
 	shaped := native
-	shaped.Request = bench.BatchRequest("/events/batch", e.key, bench.NewTemplate(bench.SegmentShapedTemplate), n)
+	shaped.Request = bench.BatchRequest("/events/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentShapedTemplate, time.Now())), n)
 	return &plan{
 		eventd:   httpSubject(e, "eventd", e.target, true, bench.UnitEvents, seg),
 		ceilings: []subject{httpSubject(e, "native", e.target, true, bench.UnitEvents, native)},
