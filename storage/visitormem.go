@@ -482,8 +482,22 @@ func (m *visitorMem) dropDatasets(ds []uint32) {
 	}
 }
 
-// encodeDays is the visitorDaysKey value: first.
-func (m *visitorMem) encodeDays() []byte { return binary.BigEndian.AppendUint32(nil, m.first) }
+// encodeDays is the visitorDaysKey value: first, and splitMark while a
+// day is split. A build before days were split reads the value as first
+// and the days it sealed early: it would put the entries it commits to a
+// split day before since in its memory only, where this build, which reads
+// them from Pebble, would never find them. The mark's odd length makes such
+// a build refuse the store instead, only while a day is split.
+func (m *visitorMem) encodeDays() []byte {
+	v := binary.BigEndian.AppendUint32(nil, m.first)
+	if len(m.since) > 0 {
+		v = append(v, splitMark)
+	}
+	return v
+}
+
+// splitMark ends the visitorDaysKey value while a day is split.
+const splitMark = 's'
 
 // encodeSplits is the visitorSplitsKey value: each split day and its
 // since, by day.
@@ -501,6 +515,9 @@ func (m *visitorMem) encodeSplits() []byte {
 // first was sealed early by a build before days were split: every entry of
 // it is in Pebble, as in a day split at its end.
 func (m *visitorMem) decodeDays(days, splits []byte) error {
+	if len(days)%4 == 1 && days[len(days)-1] == splitMark {
+		days = days[:len(days)-1]
+	}
 	if len(days) < 4 || len(days)%4 != 0 || len(splits)%12 != 0 {
 		return errCorrupt
 	}

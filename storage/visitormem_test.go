@@ -288,8 +288,9 @@ func TestVisitorMemBound(t *testing.T) {
 }
 
 // TestVisitorMemDaysRecord: the records of which days are in memory and
-// which are split round-trip; a day sealed early by an older build reads
-// as split at its end; a corrupt record is an error.
+// which are split round-trip; an older build refuses them only while a day
+// is split; a day sealed early by an older build reads as split at its
+// end; a corrupt record is an error.
 func TestVisitorMemDaysRecord(t *testing.T) {
 	m := newVisitorMem(0, &inflight{})
 	m.first = 20_500
@@ -301,6 +302,16 @@ func TestVisitorMemDaysRecord(t *testing.T) {
 	}
 	if got.first != m.first || !maps.Equal(got.since, m.since) {
 		t.Fatalf("decoded first %d since %v", got.first, got.since)
+	}
+	// A build before days were split refuses a value whose length is not a
+	// multiple of 4: it must, while a day is split, and need not otherwise.
+	if v := m.encodeDays(); len(v)%4 == 0 {
+		t.Fatalf("days record %v with a day split: an older build would read it", v)
+	}
+	none := newVisitorMem(0, &inflight{})
+	none.first = 20_500
+	if v := none.encodeDays(); len(v) != 4 {
+		t.Fatalf("days record %v with no day split, want first alone", v)
 	}
 	older := newVisitorMem(0, &inflight{})
 	if err := older.decodeDays([]byte{0, 0, 0x50, 0x14, 0, 0, 0x50, 0x16, 0, 0, 0x50, 0x10}, nil); err != nil {

@@ -64,9 +64,12 @@ func (s *visitorSealer) close() {
 
 // sealDue seals the days that are over at now, then, while memory holds
 // more than its bound, splits the fullest day (or a day whose visitor
-// arena is near its limit).
+// arena is near its limit), each day once: commits fill a split day again
+// meanwhile, and a pass that split it again and again would never return
+// to the sealer's stop.
 func (d *DB) sealDue(now time.Time) error {
 	m := d.vmem
+	split := map[uint32]bool{}
 	for {
 		m.mu.Lock()
 		day, over := m.first, m.first < visitorDay(now.Add(-VisitorSealGrace).UnixMilli())
@@ -75,9 +78,10 @@ func (d *DB) sealDue(now time.Time) error {
 			day, due = m.overBound()
 		}
 		m.mu.Unlock()
-		if !due {
+		if !due || (!over && split[day]) {
 			return nil
 		}
+		split[day] = !over
 		if err := d.sealVisitorDay(day, over); err != nil {
 			return err
 		}
@@ -157,16 +161,17 @@ func (d *DB) sealVisitorDay(day uint32, over bool) error {
 		md = newMemDay()
 		m.days[day] = md
 	}
-	_, split := m.since[day]
 	snap := md.snapshot()
 	names := m.names
 	m.mu.Unlock()
 
 	paths, datasets, err := d.writeVisitorTables(day, snap, names)
-	if err == nil && split && len(paths) > 0 {
-		// Readers read a split day's Pebble keys, so none may name an event
-		// a crash can still lose: the commits of the tables' entries are
-		// synced before the tables go in.
+	if err == nil && len(paths) > 0 {
+		// No ingested key may name an event a crash can still lose:
+		// readers take a split day's Pebble keys as entries, and a stale
+		// key of a dataset the day's next tables do not hold is never
+		// cleared. eventd commits events with sync, but Batch.Commit
+		// allows one without; one fsync per seal covers both.
 		err = d.apply(func() error { return d.db.LogData(nil, pebble.Sync) })
 	}
 	if err == nil {
