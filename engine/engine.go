@@ -179,7 +179,7 @@ func Open(cfg Config) (*Engine, error) {
 		b, _ := e.db.DerivedBacklog()
 		return float64(b)
 	})
-	e.metrics.GaugeFunc("eventd_visitor_index_memory_entries", "Visitor index entries of recent days held in memory until their day is written to the store.", "", func() float64 {
+	e.metrics.GaugeFunc("eventd_visitor_index_memory_entries", "Visitor index entries of recent days held in memory until their day, or what memory holds of it past --visitor-memory, is written to the store.", "", func() float64 {
 		n, _ := e.db.VisitorMemory()
 		return float64(n)
 	})

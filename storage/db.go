@@ -39,8 +39,8 @@ type Options struct {
 	// not block.
 	Events *pebble.EventListener
 	// VisitorMemory bounds the visitor index entries held in memory
-	// (visitormem.go): past it the fullest day is written to Pebble early
-	// (default DefaultVisitorMemory).
+	// (visitormem.go): past it the fullest day is split, what it holds
+	// written to Pebble (default DefaultVisitorMemory).
 	VisitorMemory int
 	// Experiment is for measurements only (experiment.go); nil is the
 	// production store.
@@ -86,6 +86,7 @@ type DB struct {
 	fs           vfs.FS
 	tableOptions sstable.WriterOptions // the bottom level's, for ingested tables
 	now          func() time.Time
+	log          *slog.Logger // Options.Logger; nil: none
 	// maxIDMs is the latest id millisecond a batch of this process wrote,
 	// raised before its commit (idCeil).
 	maxIDMs atomic.Int64
@@ -149,7 +150,7 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	commits := &inflight{}
 	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
-		vmem: newVisitorMem(o.VisitorMemory, commits), inflight: commits, dir: dir, fs: opts.FS, now: time.Now,
+		vmem: newVisitorMem(o.VisitorMemory, commits), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}
 	if err := d.openRecords(o); err != nil {
 		_ = db.Close()

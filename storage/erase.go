@@ -83,8 +83,9 @@ func (d *DB) eraseChunk(ds uint32, visitor string, erased map[ID]bool, days map[
 			_ = b.b.Delete(displacedKey(nil, ds, en.id), nil)
 		}
 		_ = b.b.Delete(nameKey(nil, ds, en.name, en.ts, en.id), nil)
-		// Also for a memory day: a stale key of it (the previous build's, a
-		// crashed seal's) must not come back when the day is sealed.
+		// Also for a memory day: a split day's earlier entries are keys,
+		// and a stale key (a crashed seal's) must not come back when the
+		// day is sealed.
 		_ = b.b.Delete(visitorKey(nil, ds, visitor, en.ts, en.id), nil)
 		if m.inMemory(visitorDay(en.ts)) {
 			inMem[en.id] = true

@@ -67,8 +67,9 @@ func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err 
 			}
 			_ = b.b.Delete(nameKey(nil, ds, e.Name, ts, id), nil)
 			if e.HasVisitor {
-				// Also for a memory day: a stale key of it (the previous
-				// build's, a crashed seal's) must not outlive the event.
+				// Also for a memory day: a split day's earlier entries are
+				// keys, and a stale key (a crashed seal's) must not outlive
+				// the event.
 				_ = b.b.Delete(visitorKey(nil, ds, e.VisitorID, ts, id), nil)
 				if v := (memVisitor{ds, e.VisitorID}); m.inMemory(visitorDay(ts)) {
 					if inMem[v] == nil {

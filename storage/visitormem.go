@@ -42,7 +42,7 @@ import (
 //
 // Before days were split, a day past the bound was sealed early and all
 // its later entries were W keys, written in every commit: on a loaded
-// store, today's (docs/benchmarks.md, session 11). A store written so
+// store, today's (docs/benchmarks.md, session 10). A store written so
 // reads such a day as split from its end on.
 type visitorMem struct {
 	commitMu sync.RWMutex
@@ -334,8 +334,8 @@ func (m *visitorMem) add(pending []pendingVisitor) {
 	}
 }
 
-// overBound reports the day to seal early, if any: the fullest past the
-// entry bound, else one whose arena is near its limit. Callers hold mu.
+// overBound reports the day to split, if any: the fullest past the entry
+// bound, else one whose arena is near its limit. Callers hold mu.
 func (m *visitorMem) overBound() (uint32, bool) {
 	if m.entries > m.max {
 		return m.fullestDay(), true
@@ -443,12 +443,13 @@ func (mv *memView) add(day uint32, e memEntry) int {
 // inMemory is visitorMem.inMemory as it was when the view was taken.
 func (mv *memView) inMemory(day uint32) bool { return day >= mv.first }
 
-// nextPebbleDay is the first day at or after day whose entries are in
-// Pebble, false if there is none.
+// nextPebbleDay is the first day at or after day that the reader's
+// iterator reads (one before first; a split day's Pebble entries are in
+// the view), false if there is none.
 func (mv *memView) nextPebbleDay(day uint32) (uint32, bool) { return day, day < mv.first }
 
-// prevPebbleDay is the last day at or before day whose entries are in
-// Pebble, false if there is none.
+// prevPebbleDay is the last day at or before day that the reader's
+// iterator reads, false if there is none.
 func (mv *memView) prevPebbleDay(day uint32) (uint32, bool) {
 	if day < mv.first {
 		return day, true

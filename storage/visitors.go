@@ -586,7 +586,7 @@ func (d *DB) visitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 			return nil, errCorrupt
 		}
 		day = binary.BigEndian.Uint32(k[datasetPrefLen:]) // the next day holding entries
-		if days.inMemory(day) {                           // stale keys of a memory day: its entries are the memory's
+		if days.inMemory(day) {                           // read from the view (a split day's Pebble keys included)
 			next, ok := days.nextPebbleDay(day)
 			if !ok || next > last {
 				break

@@ -35,7 +35,7 @@ type visitorSealer struct {
 }
 
 // runVisitorSealer seals each day once it is over and, when memory passes
-// its bound, the fullest day early; failures are logged and retried.
+// its bound, splits the fullest day; failures are logged and retried.
 func (d *DB) runVisitorSealer(log *slog.Logger) *visitorSealer {
 	s := &visitorSealer{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
@@ -176,6 +176,10 @@ func (d *DB) sealVisitorDay(day uint32, over bool) error {
 	}
 	if err == nil {
 		err = d.switchVisitorDay(day, md, snap.n, paths, datasets, over)
+	}
+	if err == nil && !over && d.log != nil { // past --visitor-memory: an operator may raise it
+		d.log.Info("visitor index day split", "day", time.UnixMilli(int64(day)*dayMs).UTC().Format(time.DateOnly),
+			"entries_written", snap.n, "bound", m.max)
 	}
 	for _, p := range paths {
 		_ = d.fs.Remove(p) // ingested files are linked into the store; what is left is ours
