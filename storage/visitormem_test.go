@@ -267,7 +267,8 @@ func TestVisitorMem(t *testing.T) {
 }
 
 // TestVisitorMemBound: past Options.VisitorMemory entries the fullest day
-// is written to Pebble early, and nothing is lost.
+// is split, what memory held of it written to Pebble, and nothing is lost
+// (TestVisitorMemBoundSplits: what the split keeps in memory).
 func TestVisitorMemBound(t *testing.T) {
 	dir := t.TempDir()
 	db, err := Open(dir, Options{VisitorMemory: 50})
