@@ -361,13 +361,13 @@ func (m *visitorMem) insert(v memVisitor, e memEntry) {
 }
 
 // view copies what a reader needs of visitor's memory days in [first,
-// last]; callers hold mu, and it is the reader's Pebble iterator, opened
-// under mu over the same days: the Pebble entries of a split day are
-// merged into its view, so that the reader takes every day from first on
-// from the view alone. Entries of commits not added yet (extra, the
-// visitor's) are added to their days; one already added is dropped as a
-// repeat.
-func (m *visitorMem) view(it *pebble.Iterator, ds uint32, visitor string, first, last uint32, extra []pendingVisitor) (memView, error) {
+// last]; callers hold mu, and open their Pebble iterator under it too, so
+// that a day moving from memory to Pebble is in exactly one of the two.
+// Entries of commits not added yet (extra, the visitor's) are added to
+// their days; one already added is dropped as a repeat. A split day's
+// Pebble entries are not in the view yet: the reader merges them with
+// addSplitDays once it has released mu.
+func (m *visitorMem) view(ds uint32, visitor string, first, last uint32, extra []pendingVisitor) memView {
 	mv := memView{first: m.first}
 	v := memVisitor{ds, visitor}
 	h := m.hash(v)
@@ -379,28 +379,12 @@ func (m *visitorMem) view(it *pebble.Iterator, ds uint32, visitor string, first,
 			mv.days = append(mv.days, memDayView{day: day, entries: s})
 		}
 	}
-	touched := map[int]bool{}
 	for day := range m.since {
-		if day < first || day > last {
-			continue
-		}
-		pfx := visitorDayPrefix(nil, ds, day, visitor)
-		for valid := it.SeekGE(pfx); valid && bytes.HasPrefix(it.Key(), pfx); valid = it.Next() {
-			ts, id, ok := tsIDSuffix(it.Key())
-			if !ok {
-				return mv, errCorrupt
-			}
-			name, bot := splitBot(it.Value())
-			e := memEntry{ts: ts, id: id, name: m.name(string(name))}
-			if bot {
-				e.flags = entryBot
-			}
-			touched[mv.add(day, e)] = true
-		}
-		if err := it.Error(); err != nil {
-			return mv, err
+		if day >= first && day <= last {
+			mv.split = append(mv.split, day)
 		}
 	}
+	touched := map[int]bool{}
 	for _, p := range extra {
 		if day := visitorDay(p.e.ts); day >= first && day <= last && m.inMemory(day) {
 			e := p.e
@@ -408,12 +392,56 @@ func (m *visitorMem) view(it *pebble.Iterator, ds uint32, visitor string, first,
 			touched[mv.add(day, e)] = true
 		}
 	}
-	for i := range touched {
-		mv.days[i].entries = sortEntries(mv.days[i].entries)
-	}
-	slices.SortFunc(mv.days, func(a, b memDayView) int { return cmp.Compare(a.day, b.day) })
+	mv.sort(touched)
 	mv.names = m.names // append-only: the prefix a reader sees never changes
-	return mv, nil
+	return mv
+}
+
+// addSplitDays merges the visitor's Pebble entries of the view's split
+// days into it, read through it, the iterator opened under mu with the
+// view. It reads without mu, which every commit takes to add its entries,
+// so that a reader's seeks (a query over many visitors makes one per
+// visitor and split day) never hold commits up; mu is taken only to
+// intern the names read.
+func (mv *memView) addSplitDays(it *pebble.Iterator, m *visitorMem, ds uint32, visitor string) error {
+	type read struct {
+		day  uint32
+		e    memEntry
+		name string
+	}
+	var got []read
+	var pfx []byte
+	for _, day := range mv.split {
+		pfx = visitorDayPrefix(pfx[:0], ds, day, visitor)
+		for valid := it.SeekGE(pfx); valid && bytes.HasPrefix(it.Key(), pfx); valid = it.Next() {
+			ts, id, ok := tsIDSuffix(it.Key())
+			if !ok {
+				return errCorrupt
+			}
+			name, bot := splitBot(it.Value())
+			r := read{day: day, e: memEntry{ts: ts, id: id}, name: string(name)}
+			if bot {
+				r.e.flags = entryBot
+			}
+			got = append(got, r)
+		}
+		if err := it.Error(); err != nil {
+			return err
+		}
+	}
+	if len(got) == 0 {
+		return nil
+	}
+	touched := map[int]bool{}
+	m.mu.Lock()
+	for _, r := range got {
+		r.e.name = m.name(r.name)
+		touched[mv.add(r.day, r.e)] = true
+	}
+	mv.names = m.names
+	m.mu.Unlock()
+	mv.sort(touched)
+	return nil
 }
 
 // memView is a reader's copy of one visitor's entries in memory days, and
@@ -422,6 +450,16 @@ type memView struct {
 	first uint32 // days from first on are read from days alone
 	days  []memDayView
 	names []string
+	split []uint32 // split days in range, whose Pebble entries addSplitDays merges in
+}
+
+// sort puts the entries of the touched days (indexes into days) in key
+// order, a repeat dropped, and the days in order.
+func (mv *memView) sort(touched map[int]bool) {
+	for i := range touched {
+		mv.days[i].entries = sortEntries(mv.days[i].entries)
+	}
+	slices.SortFunc(mv.days, func(a, b memDayView) int { return cmp.Compare(a.day, b.day) })
 }
 
 type memDayView struct {

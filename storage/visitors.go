@@ -130,7 +130,6 @@ func newVisitorIter(r pebble.Reader, m *visitorMem, ds uint32, visitor string, f
 	// Under mu, so that a day moving from memory to Pebble is in exactly
 	// one of the two (visitorseal.go).
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	// The visitor's entries of commits r sees that memory may not hold yet,
 	// also under mu: a commit still in flight holds commitMu, so erasure,
 	// retention and dataset deletion cannot have removed its entries from
@@ -148,16 +147,20 @@ func newVisitorIter(r pebble.Reader, m *visitorMem, ds uint32, visitor string, f
 		UpperBound: prefixEnd(visitorDayBound(ds, v.last)),
 	})
 	if err != nil {
+		m.mu.Unlock()
 		return nil, err
 	}
 	v.it = it
-	if v.first <= v.last {
-		if v.mem, err = m.view(it, ds, visitor, v.first, v.last, extra); err != nil {
-			_ = it.Close()
-			return nil, err
-		}
-	} else {
+	if v.first > v.last {
+		m.mu.Unlock()
 		v.mem.first = math.MaxUint32
+		return v, nil
+	}
+	v.mem = m.view(ds, visitor, v.first, v.last, extra)
+	m.mu.Unlock()
+	if err := v.mem.addSplitDays(it, m, ds, visitor); err != nil {
+		_ = it.Close()
+		return nil, err
 	}
 	return v, nil
 }
@@ -568,12 +571,14 @@ func (d *DB) visitorsEvents(ds uint32, visitors []string, from, to int64, limit 
 	defer it.Close()
 	views := make([]memView, len(sorted))
 	for i, vis := range sorted {
-		if views[i], err = d.vmem.view(it, ds, vis, first, last, extra[vis]); err != nil {
-			d.vmem.mu.Unlock()
+		views[i] = d.vmem.view(ds, vis, first, last, extra[vis])
+	}
+	d.vmem.mu.Unlock()
+	for i, vis := range sorted {
+		if err := views[i].addSplitDays(it, d.vmem, ds, vis); err != nil {
 			return nil, err
 		}
 	}
-	d.vmem.mu.Unlock()
 	n := 0
 	var pfx []byte
 	days := views[0] // which days are in memory is the same in every view
