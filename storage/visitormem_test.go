@@ -56,12 +56,18 @@ func entryText(ts int64, id ID, name string, bot bool) string {
 	return fmt.Sprintf("%016x %x %s %v", ts, id, name, bot)
 }
 
-// walkEntries reads a visitor's entries in [from, to], forwards or
-// backwards, as entryText, oldest first.
+// walkEntries reads a visitor's entries of dataset 1 in [from, to],
+// forwards or backwards, as entryText, oldest first.
 func walkEntries(t *testing.T, db *DB, vis string, from, to int64, backwards bool) []string {
 	t.Helper()
+	return walkEntriesIn(t, db, 1, vis, from, to, backwards)
+}
+
+// walkEntriesIn is walkEntries in dataset ds.
+func walkEntriesIn(t *testing.T, db *DB, ds uint32, vis string, from, to int64, backwards bool) []string {
+	t.Helper()
 	var out []string
-	walkIter(t, db, vis, from, to, backwards, func(ts int64, id ID, value []byte) {
+	walkIter(t, db, ds, vis, from, to, backwards, func(ts int64, id ID, value []byte) {
 		name, bot := splitBot(value)
 		out = append(out, entryText(ts, id, string(name), bot))
 	})

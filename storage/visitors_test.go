@@ -36,15 +36,16 @@ func visitorEntries(t *testing.T, db *DB, entries map[string][]int64) {
 func walk(t *testing.T, db *DB, vis string, from, to int64, backwards bool) []int64 {
 	t.Helper()
 	var out []int64
-	walkIter(t, db, vis, from, to, backwards, func(ts int64, _ ID, _ []byte) { out = append(out, ts) })
+	walkIter(t, db, 1, vis, from, to, backwards, func(ts int64, _ ID, _ []byte) { out = append(out, ts) })
 	return out
 }
 
-// walkIter calls fn with every entry a visitorIter yields, forwards or
-// backwards, and checks that it is valid exactly while it yields.
-func walkIter(t *testing.T, db *DB, vis string, from, to int64, backwards bool, fn func(ts int64, id ID, value []byte)) {
+// walkIter calls fn with every entry of ds's visitor a visitorIter
+// yields, forwards or backwards, and checks that it is valid exactly while
+// it yields.
+func walkIter(t *testing.T, db *DB, ds uint32, vis string, from, to int64, backwards bool, fn func(ts int64, id ID, value []byte)) {
 	t.Helper()
-	it, err := newVisitorIter(db.Pebble(), db.vmem, 1, vis, from, to)
+	it, err := newVisitorIter(db.Pebble(), db.vmem, ds, vis, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,34 +62,6 @@ func (w splitWant) clone() splitWant {
 	return c
 }
 
-// visitorWalk is walkEntries on any dataset: the visitor's entries over
-// all time, oldest first.
-func visitorWalk(t *testing.T, db *DB, ds uint32, vis string, backwards bool) []string {
-	t.Helper()
-	it, err := newVisitorIter(db.Pebble(), db.vmem, ds, vis, 0, math.MaxInt64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	step, ok := it.Next, it.First()
-	if backwards {
-		step, ok = it.Prev, it.Last()
-	}
-	var out []string
-	for ; ok; ok = step() {
-		ts, id, _ := tsIDSuffix(it.Key())
-		name, bot := splitBot(it.Value())
-		out = append(out, entryText(ts, id, string(name), bot))
-	}
-	if err := it.Error(); err != nil {
-		t.Fatal(err)
-	}
-	if backwards {
-		slices.Reverse(out)
-	}
-	return out
-}
-
 // checkReads compares every reader of ds's visitor index with want, each
 // entry exactly once: the iterator both ways, List (its page, read from
 // the records, and its total) and VisitorsEvents. A visitor want maps to
@@ -104,7 +76,7 @@ func checkReads(t *testing.T, db *DB, label string, ds uint32, want splitWant) {
 	for _, vis := range visitors {
 		w := slices.Sorted(slices.Values(want[vis]))
 		for _, back := range []bool{false, true} {
-			if got := visitorWalk(t, db, ds, vis, back); !slices.Equal(got, w) {
+			if got := walkEntriesIn(t, db, ds, vis, 0, math.MaxInt64, back); !slices.Equal(got, w) {
 				t.Fatalf("%s: ds %d %q walked backwards=%v:\n got %v\nwant %v", label, ds, vis, back, got, w)
 			}
 		}
