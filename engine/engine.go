@@ -187,6 +187,9 @@ func Open(cfg Config) (*Engine, error) {
 		_, days := e.db.VisitorMemory()
 		return float64(days)
 	})
+	e.metrics.GaugeFunc("eventd_visitor_index_split_days", "Days in memory whose visitor index was split past --visitor-memory (what memory held written to the store); above 0, a day has more events than the bound.", "", func() float64 {
+		return float64(e.db.VisitorSplitDays())
+	})
 	e.metrics.GaugeFunc("eventd_derived_commits", "Commits folded into memory since the last checkpoint; a crash replays them at start.", "", func() float64 {
 		_, c := e.db.DerivedBacklog()
 		return float64(c)

@@ -585,6 +585,16 @@ func (d *DB) VisitorMemory() (entries, days int) {
 	return m.entries, len(m.days)
 }
 
+// VisitorSplitDays is how many days in memory were split past the bound
+// (for the metrics: more than none says --visitor-memory is short of a
+// day's events).
+func (d *DB) VisitorSplitDays() int {
+	m := d.vmem
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.since)
+}
+
 // loadVisitorMem reads which days are in memory and rebuilds them from the
 // name index. A store that has no record yet starts holding today in
 // memory (a read-only open keeps every day in Pebble, where the build that

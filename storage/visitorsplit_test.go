@@ -530,6 +530,9 @@ func TestVisitorMemBoundSplits(t *testing.T) {
 	if seals != 1 {
 		t.Fatalf("the pass split the day %d times, want once", seals)
 	}
+	if got := db.VisitorSplitDays(); got != 1 {
+		t.Fatalf("VisitorSplitDays = %d after the split, want 1", got)
+	}
 	if got := memEntries(t, db); got != bound+1 {
 		t.Fatalf("%d entries in memory after the pass, want the refill's %d", got, bound+1)
 	}
