@@ -307,8 +307,12 @@ func TestKill9NoAcknowledgedEventLost(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	// Counters and rollups are checkpointed every 20 ms instead of every
-	// second, so the kills land during or between checkpoints.
-	s := Start(t, "--derived-interval", "20ms")
+	// second, so the kills land during or between checkpoints; the visitor
+	// memory holds 1,500 entries, so today is split again and again and the
+	// kills land before, during and after splits (the visitor index of each
+	// acknowledged event is read back by checkAcked).
+	const visitorMemory = 1500
+	s := Start(t, "--derived-interval", "20ms", "--visitor-memory", fmt.Sprint(visitorMemory))
 	p := s.Project(t, "durability", "", highLimits)
 	key := s.Key(t, p, "secret", "live")
 	var all []ackedEvent
@@ -335,6 +339,10 @@ func TestKill9NoAcknowledgedEventLost(t *testing.T) {
 	}
 	// Events of earlier rounds are still there after later crashes.
 	verifyAcked(t, s.Public, key, sampleAcked(rng, all, 500), len(all), 500, rng)
+	// Past the bound by then, the last start at the latest split today.
+	if len(all) > visitorMemory && !strings.Contains(s.Logs(), "visitor index day split") {
+		t.Errorf("%d events acknowledged and no visitor index day split (bound %d)", len(all), visitorMemory)
+	}
 }
 
 // verifyTotals checks that the counters behind list and analytics totals
