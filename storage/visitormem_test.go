@@ -588,7 +588,7 @@ func TestMemDayArenaChunks(t *testing.T) {
 // chunk bound, and its visitors are still found, now in Pebble.
 func TestVisitorMemArenaBound(t *testing.T) {
 	db := openTestDB(t, "")
-	stopSealer(db.DB) // the test's sealDue alone splits, after every commit
+	stopSealer(db.DB) // the test's sealDue, after the commits, is the only split
 	db.vmem.mu.Lock()
 	db.vmem.sealChunks = 2 // two chunks, 12 KiB: a few visitors of 1 KiB ids
 	db.vmem.mu.Unlock()
