@@ -380,7 +380,9 @@ func TestSegmentHTTP(t *testing.T) {
 
 // TestKill9SegmentProfiles: a 200 from /v1/identify means the profile
 // change is durable, as the event is (they commit in one fsynced batch):
-// after kill -9 every acknowledged identify's traits and link are there.
+// after kill -9 every acknowledged identify's traits and link are there,
+// and so is its messageId: the idempotency memory, rebuilt from its
+// journal, stores none of them again when the SDK retries.
 func TestKill9SegmentProfiles(t *testing.T) {
 	s := Start(t)
 	proj := s.Project(t, "segment-kill", "", highLimits)
@@ -435,6 +437,17 @@ func TestKill9SegmentProfiles(t *testing.T) {
 	}
 	s.Restart()
 	t.Logf("%d identifies acknowledged before kill -9", len(acked))
+	_, before := segmentEvents(t, s, secret, "event=identify")
+	if before < len(acked) {
+		t.Fatalf("%d identify events after kill -9, want at least the %d acknowledged", before, len(acked))
+	}
+	for _, i := range acked {
+		body := fmt.Sprintf(`{"userId":"ku-%d","anonymousId":"ka-%d","messageId":"k-%d","traits":{"n":%d}}`, i, i, i, i)
+		wantStatus(t, Do(t, "POST", s.Public+"/v1/identify", "", body, auth), 200)
+	}
+	if _, after := segmentEvents(t, s, secret, "event=identify"); after != before {
+		t.Errorf("%d identify events after retrying the acknowledged ones, want %d: a retry was stored again", after, before)
+	}
 	for _, i := range acked {
 		r := Do(t, "GET", fmt.Sprintf("%s/profiles/ka-%d", s.Public, i), secret, nil)
 		if r.Status != 200 {
