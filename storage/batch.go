@@ -145,8 +145,9 @@ func (b *Batch) Commit(sync bool) error {
 			b.scratch = v[:0]
 		}
 	}
+	var idemMs int64
 	if len(b.idems) > 0 {
-		b.writeIdemLog()
+		idemMs = b.writeIdemLog()
 	}
 	opts := pebble.NoSync
 	if sync {
@@ -169,7 +170,7 @@ func (b *Batch) Commit(sync bool) error {
 	// it set aside once the reply arrives, and looks them up in memory.
 	if err == nil {
 		for i := range b.idems {
-			b.db.idem.put(b.idems[i].fp, b.idems[i].rec)
+			b.db.idem.put(b.idems[i].fp, idemMs)
 		}
 	}
 	b.idems = b.idems[:0]
@@ -222,8 +223,8 @@ func (b *Batch) Close() {
 
 // GetIdempotency reads a remembered idempotency key, ErrNotFound if none.
 func (d *DB) GetIdempotency(keyID, key string) (IdemRecord, error) {
-	if r, ok := d.idem.get(idemFingerprint(keyID, key)); ok {
-		return r, nil
+	if r, ok, err := d.getIdem(idemFingerprint(keyID, key)); ok || err != nil {
+		return r, err
 	}
 	if !d.idem.pebble.Load() {
 		return IdemRecord{}, ErrNotFound

@@ -70,15 +70,17 @@ func TestSweepIdempotency(t *testing.T) {
 	for _, mode := range idemModes {
 		t.Run(mode.name, func(t *testing.T) {
 			db := openTestDBWith(t, mode.o)
-			b := db.NewBatch()
+			// A batch each: the memory forgets a batch's journal entry once
+			// all its records are past the cutoff.
 			created := map[string]int64{"a": 100, "b": 199, "c": 200, "d": 201, "e": 5000}
 			for k, c := range created {
+				b := db.NewBatch()
 				b.AddIdempotency("key", k, IdemRecord{Hash: uint64(c), ID: testID(uint64(c)), CreatedAt: c})
+				if err := b.Commit(false); err != nil {
+					t.Fatal(err)
+				}
+				b.Close()
 			}
-			if err := b.Commit(false); err != nil {
-				t.Fatal(err)
-			}
-			b.Close()
 			// A config record and a window record are not idempotency records.
 			if err := db.PutConfig("key", "x", []byte("{}")); err != nil {
 				t.Fatal(err)

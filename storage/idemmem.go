@@ -41,9 +41,9 @@ const idemLogEntryLen = 16 + 8 + 16 + 8 + 8
 const IdempotencyTTL = 24 * time.Hour
 
 // DefaultIdempotencyMemory is Options.IdempotencyMemory when 0: a record
-// takes 90-134 bytes of memory (the map's slack after it grows), so at
-// most 340-510 MiB.
-const DefaultIdempotencyMemory = 4_000_000
+// takes 37-56 bytes of memory (the map's slack after it grows), so at
+// most 350-530 MiB.
+const DefaultIdempotencyMemory = 10_000_000
 
 // idemFP identifies a key id and an idempotency key: 128 bits of xxhash,
 // so that two keys in one memory collide with a probability far below that
@@ -71,13 +71,16 @@ func idemFingerprint(keyID, key string) idemFP {
 // shards' commits add.
 const idemShards = 32
 
-// idemMem is the idempotency memory.
+// idemMem is the idempotency memory: each record's fingerprint and the
+// millisecond of its journal key, 24 bytes a record and 37-56 in the map
+// (the record itself is read from the journal on a hit, which only a retry
+// or a reused key makes).
 type idemMem struct {
 	bound   int64
 	entries atomic.Int64
 	shards  [idemShards]struct {
 		mu sync.RWMutex
-		m  map[idemFP]IdemRecord
+		m  map[idemFP]int64
 	}
 
 	// pebble is set while I keys may hold live records: look-ups that miss
@@ -95,7 +98,7 @@ func newIdemMem(bound int) *idemMem {
 	}
 	m := &idemMem{bound: int64(max(bound, 0))}
 	for i := range m.shards {
-		m.shards[i].m = make(map[idemFP]IdemRecord)
+		m.shards[i].m = make(map[idemFP]int64)
 	}
 	return m
 }
@@ -106,32 +109,34 @@ func (m *idemMem) shard(fp idemFP) int { return int(fp[0] % idemShards) }
 // in flight may pass the bound by what they hold (at most a few batches).
 func (m *idemMem) room() bool { return m.entries.Load() < m.bound }
 
-func (m *idemMem) get(fp idemFP) (IdemRecord, bool) {
+// get gives the millisecond of the journal key that holds fp's record.
+func (m *idemMem) get(fp idemFP) (int64, bool) {
 	s := &m.shards[m.shard(fp)]
 	s.mu.RLock()
-	r, ok := s.m[fp]
+	ms, ok := s.m[fp]
 	s.mu.RUnlock()
-	return r, ok
+	return ms, ok
 }
 
-func (m *idemMem) put(fp idemFP, r IdemRecord) {
+func (m *idemMem) put(fp idemFP, ms int64) {
 	s := &m.shards[m.shard(fp)]
 	s.mu.Lock()
 	if _, ok := s.m[fp]; !ok {
 		m.entries.Add(1)
 	}
-	s.m[fp] = r
+	s.m[fp] = ms
 	s.mu.Unlock()
 }
 
-// drop deletes the records for which del is true and counts them.
-func (m *idemMem) drop(del func(*IdemRecord) bool) int {
+// drop deletes the fingerprints whose journal key is older than cutoffMs,
+// and counts them.
+func (m *idemMem) drop(cutoffMs int64) int {
 	n := 0
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		for fp, r := range s.m {
-			if del(&r) {
+		for fp, ms := range s.m {
+			if ms < cutoffMs {
 				delete(s.m, fp)
 				n++
 			}
@@ -140,6 +145,54 @@ func (m *idemMem) drop(del func(*IdemRecord) bool) int {
 	}
 	m.entries.Add(int64(-n))
 	return n
+}
+
+// forget deletes one fingerprint.
+func (m *idemMem) forget(fp idemFP) {
+	s := &m.shards[m.shard(fp)]
+	s.mu.Lock()
+	if _, ok := s.m[fp]; ok {
+		delete(s.m, fp)
+		m.entries.Add(-1)
+	}
+	s.mu.Unlock()
+}
+
+// getIdem looks a key up in memory and reads its record from the journal.
+func (d *DB) getIdem(fp idemFP) (IdemRecord, bool, error) {
+	ms, ok := d.idem.get(fp)
+	if !ok {
+		return IdemRecord{}, false, nil
+	}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: idemLogKey(nil, ms, ID{}), UpperBound: idemLogKey(nil, ms+1, ID{})})
+	if err != nil {
+		return IdemRecord{}, false, err
+	}
+	defer it.Close()
+	var rec IdemRecord
+	found := false
+	for it.First(); it.Valid() && !found; it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return IdemRecord{}, false, err
+		}
+		err = decodeIdemLog(v, func(e idemEntry) {
+			if e.fp == fp {
+				rec, found = e.rec, true
+			}
+		})
+		if err != nil {
+			return IdemRecord{}, false, err
+		}
+	}
+	// Not found: swept or erased since the memory was read.
+	return rec, found, it.Error()
+}
+
+// IdempotencyMemory reports the records held in memory and whether
+// look-ups that miss it read I keys too.
+func (d *DB) IdempotencyMemory() (records int, store bool) {
+	return int(d.idem.entries.Load()), d.idem.pebble.Load()
 }
 
 // spillBegin marks a batch that writes I keys, before it commits.
@@ -156,12 +209,6 @@ func (m *idemMem) spillEnd() {
 	m.spillMu.Lock()
 	m.spilling--
 	m.spillMu.Unlock()
-}
-
-// IdempotencyMemory reports the records held in memory and whether
-// look-ups that miss it read I keys too.
-func (d *DB) IdempotencyMemory() (records int, store bool) {
-	return int(d.idem.entries.Load()), d.idem.pebble.Load()
 }
 
 // idemEntry is a record on its way through a batch into memory.
@@ -202,8 +249,9 @@ func idemLogKey(dst []byte, createdMs int64, first ID) []byte {
 	return append(appendTS(append(dst, prefixIdemLog), createdMs), first[:]...)
 }
 
-// writeIdemLog adds the batch's journal entry to its Pebble batch.
-func (b *Batch) writeIdemLog() {
+// writeIdemLog adds the batch's journal entry to its Pebble batch and
+// gives its key's millisecond.
+func (b *Batch) writeIdemLog() int64 {
 	var created int64
 	for i := range b.idems {
 		created = max(created, b.idems[i].rec.CreatedAt)
@@ -215,6 +263,7 @@ func (b *Batch) writeIdemLog() {
 	}
 	_ = b.b.Set(k, v, nil)
 	b.scratch = v[:0]
+	return created
 }
 
 // loadIdemMem rebuilds the memory from the journal's live records, all of
@@ -234,9 +283,10 @@ func (d *DB) loadIdemMem() (int, error) {
 		if err != nil {
 			return n, err
 		}
+		ms := int64(binary.BigEndian.Uint64(it.Key()[1:]))
 		err = decodeIdemLog(v, func(e idemEntry) {
 			if e.rec.CreatedAt >= cutoff {
-				d.idem.put(e.fp, e.rec)
+				d.idem.put(e.fp, ms)
 				n++
 			}
 		})
@@ -269,7 +319,7 @@ func (d *DB) anyIdemKey() (bool, error) {
 // sweepIdemMem forgets the records created before cutoffMs: from memory,
 // and from the journal those entries whose records are all that old.
 func (d *DB) sweepIdemMem(cutoffMs int64) (int, error) {
-	n := d.idem.drop(func(r *IdemRecord) bool { return r.CreatedAt < cutoffMs })
+	n := d.idem.drop(cutoffMs)
 	err := d.apply(func() error {
 		return d.db.DeleteRange([]byte{prefixIdemLog}, idemLogKey(nil, cutoffMs, ID{}), pebble.NoSync)
 	})
@@ -304,7 +354,6 @@ func (d *DB) settleIdemKeys() error {
 // eraseIdemMem forgets the records of erased events, in memory and in the
 // journal.
 func (d *DB) eraseIdemMem(erased map[ID]bool) error {
-	d.idem.drop(func(r *IdemRecord) bool { return erased[r.ID] })
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemLog}, UpperBound: []byte{prefixIdemLog + 1}})
 	if err != nil {
 		return err
@@ -321,6 +370,7 @@ func (d *DB) eraseIdemMem(erased map[ID]bool) error {
 		err = decodeIdemLog(v, func(e idemEntry) {
 			if erased[e.rec.ID] {
 				hit = true
+				d.idem.forget(e.fp)
 				return
 			}
 			kept = appendIdemLogEntry(kept, &e)

@@ -27,8 +27,8 @@ func (d *DB) NewIdemLookup() (*IdemLookup, error) { return &IdemLookup{d: d}, ni
 // whole-key bloom filters (the default Split), so a seek for a key that was
 // never written is usually answered by the filters.
 func (l *IdemLookup) Get(keyID, key string) (IdemRecord, error) {
-	if r, ok := l.d.idem.get(idemFingerprint(keyID, key)); ok {
-		return r, nil
+	if r, ok, err := l.d.getIdem(idemFingerprint(keyID, key)); ok || err != nil {
+		return r, err
 	}
 	if !l.d.idem.pebble.Load() {
 		return IdemRecord{}, ErrNotFound
