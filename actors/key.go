@@ -15,7 +15,7 @@ import (
 )
 
 // IdempotencyTTL is how long an idempotency key is remembered.
-const IdempotencyTTL = storage.IdempotencyTTL
+const IdempotencyTTL = 24 * time.Hour
 
 // IdempotencyLive reports whether a record created at createdMs (Unix ms)
 // is still remembered at nowMs: the hourly sweep deletes it later.

@@ -36,8 +36,6 @@ type Config struct {
 	WALMinSyncInterval time.Duration
 	// VisitorMemory is storage.Options.VisitorMemory.
 	VisitorMemory int
-	// IdempotencyMemory is storage.Options.IdempotencyMemory.
-	IdempotencyMemory int
 	// KeyIdle is how long an unused key actor lives (default 5 min).
 	KeyIdle time.Duration
 	// MaxQueued is the number of queued commits past which writes get 503 (default 4096 per shard).
@@ -126,8 +124,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	stalls := storemetrics.NewStalls()
 	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly,
-		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, VisitorMemory: cfg.VisitorMemory,
-		IdempotencyMemory: cfg.IdempotencyMemory, Events: stalls.Listener()})
+		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, VisitorMemory: cfg.VisitorMemory, Events: stalls.Listener()})
 	if err != nil {
 		return nil, err
 	}
@@ -192,16 +189,6 @@ func Open(cfg Config) (*Engine, error) {
 	})
 	e.metrics.GaugeFunc("eventd_visitor_index_split_days", "Days in memory whose visitor index was split past --visitor-memory (what memory held written to the store); above 0, a day has more events than the bound.", "", func() float64 {
 		return float64(e.db.VisitorSplitDays())
-	})
-	e.metrics.GaugeFunc("eventd_idempotency_memory_records", "Idempotency records of the last 24 hours held in memory; at --idempotency-memory, new ones are written to the store's I keys, and look-ups that miss memory read them.", "", func() float64 {
-		n, _ := e.db.IdempotencyMemory()
-		return float64(n)
-	})
-	e.metrics.GaugeFunc("eventd_idempotency_store_reads", "1 while look-ups that miss the idempotency memory also read the store: records past --idempotency-memory, or written by an older build, within 24 hours.", "", func() float64 {
-		if _, store := e.db.IdempotencyMemory(); store {
-			return 1
-		}
-		return 0
 	})
 	e.metrics.GaugeFunc("eventd_derived_commits", "Commits folded into memory since the last checkpoint; a crash replays them at start.", "", func() float64 {
 		_, c := e.db.DerivedBacklog()

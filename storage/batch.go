@@ -25,10 +25,6 @@ type Batch struct {
 	// of days in Pebble as W keys and gives the others to memory.
 	visitors []pendingVisitor
 	maxIDMs  int64 // the latest id millisecond added (DB.idCeil)
-	// idems are the records for the idempotency memory, written as one
-	// journal entry (idemmem.go); spilled: some went to I keys instead.
-	idems   []idemEntry
-	spilled bool
 }
 
 // NewBatch starts an empty batch.
@@ -82,30 +78,15 @@ type IdemRecord struct {
 
 const idemRecordLen = 8 + 16 + 8 + 8
 
-// AddIdempotency remembers key for keyID in the same atomic write as its
-// event: in the idempotency memory and its journal while the memory has
-// room, else as an I key (idemmem.go).
+// AddIdempotency remembers key for keyID in the same atomic write as its event.
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
-	m := b.db.idem
-	if m.room() {
-		b.idems = append(b.idems, idemEntry{fp: idemFingerprint(keyID, key), rec: r})
-		return
-	}
-	if !b.spilled {
-		b.spilled = true
-		m.spillBegin()
-	}
 	k := idemKey(b.scratch[:0], keyID, key)
-	v := appendIdemRecord(k[len(k):], r)
+	v := binary.BigEndian.AppendUint64(k[len(k):], r.Hash)
+	v = append(v, r.ID[:]...)
+	v = binary.BigEndian.AppendUint64(v, uint64(r.Timestamp))
+	v = binary.BigEndian.AppendUint64(v, uint64(r.CreatedAt))
 	_ = b.b.Set(k, v, nil)
 	b.scratch = v[:0]
-}
-
-func appendIdemRecord(dst []byte, r IdemRecord) []byte {
-	dst = binary.BigEndian.AppendUint64(dst, r.Hash)
-	dst = append(dst, r.ID[:]...)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Timestamp))
-	return binary.BigEndian.AppendUint64(dst, uint64(r.CreatedAt))
 }
 
 // Commit writes the batch; with sync it returns only after the WAL is
@@ -145,10 +126,6 @@ func (b *Batch) Commit(sync bool) error {
 			b.scratch = v[:0]
 		}
 	}
-	var idemMs int64
-	if len(b.idems) > 0 {
-		idemMs = b.writeIdemLog()
-	}
 	opts := pebble.NoSync
 	if sync {
 		opts = pebble.Sync
@@ -166,15 +143,6 @@ func (b *Batch) Commit(sync bool) error {
 		b.db.inflight.begin(c)
 	}
 	err := b.db.commit(b.b, opts)
-	// Before the caller hears of the commit: a key actor settles the keys
-	// it set aside once the reply arrives, and looks them up in memory.
-	if err == nil {
-		for i := range b.idems {
-			b.db.idem.put(b.idems[i].fp, idemMs)
-		}
-	}
-	b.idems = b.idems[:0]
-	b.endSpill()
 	b.db.passStage(stagePublished)
 	// The visitor entries first: once folded, a checkpoint may delete the
 	// L key by which readers find this commit (inflight.go), and only the
@@ -202,17 +170,8 @@ func (b *Batch) Commit(sync bool) error {
 	return err
 }
 
-// endSpill ends the batch's I key writes, committed or not (idemmem.go).
-func (b *Batch) endSpill() {
-	if b.spilled {
-		b.spilled = false
-		b.db.idem.spillEnd()
-	}
-}
-
 // Close releases the batch; it must not be used afterwards.
 func (b *Batch) Close() {
-	b.endSpill()
 	if b.roll != nil {
 		b.roll.reset()
 		rollupPool.Put(b.roll)
@@ -223,12 +182,6 @@ func (b *Batch) Close() {
 
 // GetIdempotency reads a remembered idempotency key, ErrNotFound if none.
 func (d *DB) GetIdempotency(keyID, key string) (IdemRecord, error) {
-	if r, ok, err := d.getIdem(idemFingerprint(keyID, key)); ok || err != nil {
-		return r, err
-	}
-	if !d.idem.pebble.Load() {
-		return IdemRecord{}, ErrNotFound
-	}
 	v, err := d.get(idemKey(nil, keyID, key))
 	if err != nil {
 		return IdemRecord{}, err
@@ -250,18 +203,7 @@ func decodeIdemRecord(v []byte) (IdemRecord, error) {
 
 // SweepIdempotency deletes idempotency records created before cutoffMs.
 func (d *DB) SweepIdempotency(cutoffMs int64) (int, error) {
-	n, err := d.sweepIdemMem(cutoffMs)
-	if err != nil {
-		return n, err
-	}
-	if !d.idem.pebble.Load() {
-		return n, nil
-	}
-	k, err := d.deleteWhere([]byte{prefixIdem}, []byte{prefixIdem + 1}, false, func(_, v []byte) bool {
+	return d.deleteWhere([]byte{prefixIdem}, []byte{prefixIdem + 1}, false, func(_, v []byte) bool {
 		return len(v) == idemRecordLen && int64(binary.BigEndian.Uint64(v[32:])) < cutoffMs
 	})
-	if err != nil {
-		return n + k, err
-	}
-	return n + k, d.settleIdemKeys()
 }

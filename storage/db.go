@@ -42,10 +42,6 @@ type Options struct {
 	// (visitormem.go): past it the fullest day is split, what it holds
 	// written to Pebble (default DefaultVisitorMemory).
 	VisitorMemory int
-	// IdempotencyMemory bounds the idempotency records held in memory
-	// (idemmem.go): past it records are I keys in Pebble (default
-	// DefaultIdempotencyMemory; negative: none in memory).
-	IdempotencyMemory int
 	// Experiment is for measurements only (experiment.go); nil is the
 	// production store.
 	Experiment *Experiment
@@ -82,8 +78,6 @@ type DB struct {
 	// writes finished days to Pebble as ingested tables (visitorseal.go).
 	vmem   *visitorMem
 	sealer *visitorSealer
-	// idem holds the idempotency records of the last 24 hours (idemmem.go).
-	idem *idemMem
 	// inflight holds the commits whose in-memory part (derived overlay,
 	// visitor memory) is not done yet, for readers (inflight.go).
 	inflight     *inflight
@@ -156,7 +150,7 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	commits := &inflight{}
 	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
-		vmem: newVisitorMem(o.VisitorMemory, commits), idem: newIdemMem(o.IdempotencyMemory), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
+		vmem: newVisitorMem(o.VisitorMemory, commits), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}
 	if err := d.openRecords(o); err != nil {
 		_ = db.Close()
@@ -178,14 +172,6 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	if n > 0 && o.Logger != nil {
 		o.Logger.Info("visitor index of recent days rebuilt in memory", "entries", n, "took", time.Since(start).Round(time.Millisecond))
-	}
-	start = time.Now()
-	if n, err = d.loadIdemMem(); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("rebuild the idempotency records of %s in memory: %w", dir, err)
-	}
-	if n > 0 && o.Logger != nil {
-		o.Logger.Info("idempotency records rebuilt in memory", "records", n, "took", time.Since(start).Round(time.Millisecond))
 	}
 	d.derived = newDerived(d, o.Logger, o.DerivedInterval)
 	n, err = d.derived.replayLog()

@@ -8,124 +8,111 @@ import (
 	"math"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
 func TestIdempotencyRoundTrip(t *testing.T) {
-	for _, mode := range idemModes {
-		t.Run(mode.name, func(t *testing.T) {
-			db := openTestDBWith(t, mode.o)
-			// Created within the last 24 hours: Open loads no older ones.
-			now := time.Now().UnixMilli()
-			recs := []struct {
-				keyID, key string
-				rec        IdemRecord
-			}{
-				{"key1", "order-1", IdemRecord{Hash: 0xdeadbeefcafef00d, ID: testID(1), Timestamp: 1_768_000_000_000, CreatedAt: now - 86_000_000}},
-				{"key1", "order-2", IdemRecord{Hash: 1, ID: testID(2), Timestamp: 2, CreatedAt: now - 3}},
-				{"key2", "order-1", IdemRecord{Hash: math.MaxUint64, ID: maxID(), Timestamp: math.MaxInt64, CreatedAt: now - 4}},
-				// (keyID, key) pairs with the same concatenation stay apart.
-				{"k", "ab", IdemRecord{Hash: 10, ID: testID(10), CreatedAt: now - 5}},
-				{"ka", "b", IdemRecord{Hash: 11, ID: testID(11), CreatedAt: now - 6}},
-				{"k", "ünïcode-ключ", IdemRecord{Hash: 12, ID: testID(12), CreatedAt: now - 7}},
-			}
-			b := db.NewBatch()
-			for i, r := range recs {
-				// Each key is remembered in the batch of its event.
-				b.AddEvent(1, &Event{ID: r.rec.ID, Name: "e", Timestamp: int64(i)})
-				b.AddIdempotency(r.keyID, r.key, r.rec)
-			}
-			if err := b.Commit(true); err != nil {
-				t.Fatal(err)
-			}
-			b.Close()
-
-			check := func(t *testing.T, db *DB) {
-				t.Helper()
-				for _, r := range recs {
-					got, err := db.GetIdempotency(r.keyID, r.key)
-					if err != nil {
-						t.Fatalf("GetIdempotency(%q, %q): %v", r.keyID, r.key, err)
-					}
-					if got != r.rec {
-						t.Errorf("GetIdempotency(%q, %q) = %+v, want %+v", r.keyID, r.key, got, r.rec)
-					}
-				}
-				for _, k := range [][2]string{{"key1", "order-3"}, {"key3", "order-1"}, {"key", "1order-1"}, {"", ""}} {
-					if _, err := db.GetIdempotency(k[0], k[1]); !errors.Is(err, ErrNotFound) {
-						t.Errorf("GetIdempotency(%q, %q) = %v, want ErrNotFound", k[0], k[1], err)
-					}
-				}
-			}
-			t.Run("open", func(t *testing.T) { check(t, db.DB) })
-			db = db.reopen(t)
-			t.Run("reopened", func(t *testing.T) { check(t, db.DB) })
-		})
+	db := openTestDB(t, "")
+	recs := []struct {
+		keyID, key string
+		rec        IdemRecord
+	}{
+		{"key1", "order-1", IdemRecord{Hash: 0xdeadbeefcafef00d, ID: testID(1), Timestamp: 1_768_000_000_000, CreatedAt: 1_768_000_000_005}},
+		{"key1", "order-2", IdemRecord{Hash: 1, ID: testID(2), Timestamp: 2, CreatedAt: 3}},
+		{"key2", "order-1", IdemRecord{Hash: math.MaxUint64, ID: maxID(), Timestamp: math.MaxInt64, CreatedAt: 4}},
+		// (keyID, key) pairs with the same concatenation stay apart.
+		{"k", "ab", IdemRecord{Hash: 10, ID: testID(10), CreatedAt: 5}},
+		{"ka", "b", IdemRecord{Hash: 11, ID: testID(11), CreatedAt: 6}},
+		{"k", "ünïcode-ключ", IdemRecord{Hash: 12, ID: testID(12), CreatedAt: 7}},
 	}
+	b := db.NewBatch()
+	for i, r := range recs {
+		// Each key is remembered in the batch of its event.
+		b.AddEvent(1, &Event{ID: r.rec.ID, Name: "e", Timestamp: int64(i)})
+		b.AddIdempotency(r.keyID, r.key, r.rec)
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	check := func(t *testing.T, db *DB) {
+		t.Helper()
+		for _, r := range recs {
+			got, err := db.GetIdempotency(r.keyID, r.key)
+			if err != nil {
+				t.Fatalf("GetIdempotency(%q, %q): %v", r.keyID, r.key, err)
+			}
+			if got != r.rec {
+				t.Errorf("GetIdempotency(%q, %q) = %+v, want %+v", r.keyID, r.key, got, r.rec)
+			}
+		}
+		for _, k := range [][2]string{{"key1", "order-3"}, {"key3", "order-1"}, {"key", "1order-1"}, {"", ""}} {
+			if _, err := db.GetIdempotency(k[0], k[1]); !errors.Is(err, ErrNotFound) {
+				t.Errorf("GetIdempotency(%q, %q) = %v, want ErrNotFound", k[0], k[1], err)
+			}
+		}
+	}
+	t.Run("open", func(t *testing.T) { check(t, db.DB) })
+	db = db.reopen(t)
+	t.Run("reopened", func(t *testing.T) { check(t, db.DB) })
 }
 
 func TestSweepIdempotency(t *testing.T) {
-	for _, mode := range idemModes {
-		t.Run(mode.name, func(t *testing.T) {
-			db := openTestDBWith(t, mode.o)
-			// A batch each: the memory forgets a batch's journal entry once
-			// all its records are past the cutoff.
-			created := map[string]int64{"a": 100, "b": 199, "c": 200, "d": 201, "e": 5000}
-			for k, c := range created {
-				b := db.NewBatch()
-				b.AddIdempotency("key", k, IdemRecord{Hash: uint64(c), ID: testID(uint64(c)), CreatedAt: c})
-				if err := b.Commit(false); err != nil {
-					t.Fatal(err)
-				}
-				b.Close()
-			}
-			// A config record and a window record are not idempotency records.
-			if err := db.PutConfig("key", "x", []byte("{}")); err != nil {
-				t.Fatal(err)
-			}
-			if err := db.PutWindows("key", []byte("w")); err != nil {
-				t.Fatal(err)
-			}
+	db := openTestDB(t, "")
+	b := db.NewBatch()
+	created := map[string]int64{"a": 100, "b": 199, "c": 200, "d": 201, "e": 5000}
+	for k, c := range created {
+		b.AddIdempotency("key", k, IdemRecord{Hash: uint64(c), ID: testID(uint64(c)), CreatedAt: c})
+	}
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	// A config record and a window record are not idempotency records.
+	if err := db.PutConfig("key", "x", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PutWindows("key", []byte("w")); err != nil {
+		t.Fatal(err)
+	}
 
-			steps := []struct {
-				cutoff  int64
-				removed int
-				left    []string
-			}{
-				{cutoff: 100, removed: 0, left: []string{"a", "b", "c", "d", "e"}},
-				{cutoff: 200, removed: 2, left: []string{"c", "d", "e"}}, // strictly before the cutoff
-				{cutoff: 200, removed: 0, left: []string{"c", "d", "e"}},
-				{cutoff: 202, removed: 2, left: []string{"e"}},
-				{cutoff: math.MaxInt64, removed: 1, left: nil},
-			}
-			for _, s := range steps {
-				n, err := db.SweepIdempotency(s.cutoff)
-				if err != nil {
-					t.Fatalf("SweepIdempotency(%d): %v", s.cutoff, err)
+	steps := []struct {
+		cutoff  int64
+		removed int
+		left    []string
+	}{
+		{cutoff: 100, removed: 0, left: []string{"a", "b", "c", "d", "e"}},
+		{cutoff: 200, removed: 2, left: []string{"c", "d", "e"}}, // strictly before the cutoff
+		{cutoff: 200, removed: 0, left: []string{"c", "d", "e"}},
+		{cutoff: 202, removed: 2, left: []string{"e"}},
+		{cutoff: math.MaxInt64, removed: 1, left: nil},
+	}
+	for _, s := range steps {
+		n, err := db.SweepIdempotency(s.cutoff)
+		if err != nil {
+			t.Fatalf("SweepIdempotency(%d): %v", s.cutoff, err)
+		}
+		if n != s.removed {
+			t.Errorf("SweepIdempotency(%d) removed %d, want %d", s.cutoff, n, s.removed)
+		}
+		for k, c := range created {
+			r, err := db.GetIdempotency("key", k)
+			if slices.Contains(s.left, k) {
+				if err != nil || r.CreatedAt != c {
+					t.Errorf("after sweep(%d): %q = %+v, %v; want kept", s.cutoff, k, r, err)
 				}
-				if n != s.removed {
-					t.Errorf("SweepIdempotency(%d) removed %d, want %d", s.cutoff, n, s.removed)
-				}
-				for k, c := range created {
-					r, err := db.GetIdempotency("key", k)
-					if slices.Contains(s.left, k) {
-						if err != nil || r.CreatedAt != c {
-							t.Errorf("after sweep(%d): %q = %+v, %v; want kept", s.cutoff, k, r, err)
-						}
-					} else if !errors.Is(err, ErrNotFound) {
-						t.Errorf("after sweep(%d): %q = %v, want ErrNotFound", s.cutoff, k, err)
-					}
-				}
+			} else if !errors.Is(err, ErrNotFound) {
+				t.Errorf("after sweep(%d): %q = %v, want ErrNotFound", s.cutoff, k, err)
 			}
-			if _, err := db.GetConfig("key", "x"); err != nil {
-				t.Errorf("config record after sweeps: %v", err)
-			}
-			if _, err := db.GetWindows("key"); err != nil {
-				t.Errorf("windows record after sweeps: %v", err)
-			}
-		})
+		}
+	}
+	if _, err := db.GetConfig("key", "x"); err != nil {
+		t.Errorf("config record after sweeps: %v", err)
+	}
+	if _, err := db.GetWindows("key"); err != nil {
+		t.Errorf("windows record after sweeps: %v", err)
 	}
 }
 
@@ -420,9 +407,8 @@ func allKeys(t testing.TB, db *DB) [][]byte {
 
 // TestSweepIdempotencyInChunks sweeps more records than one deletion batch
 // holds: every expired one goes, every other stays, and the count is exact.
-// The records are I keys: the idempotency memory is off.
 func TestSweepIdempotencyInChunks(t *testing.T) {
-	db := openTestDBWith(t, Options{IdempotencyMemory: -1})
+	db := openTestDB(t, "")
 	const expired, kept = 2*deleteChunk + 5, 7
 	b := db.NewBatch()
 	for i := range expired + kept {
@@ -458,10 +444,9 @@ func TestSweepIdempotencyInChunks(t *testing.T) {
 
 // TestDeleteWhereKeepsKeysWrittenAgain rewrites an expired idempotency key
 // after the sweep's scan saw it and before its batch is committed, as a
-// writer using the key anew would: the fresh record stays. The records are
-// I keys: the idempotency memory is off.
+// writer using the key anew would: the fresh record stays.
 func TestDeleteWhereKeepsKeysWrittenAgain(t *testing.T) {
-	db := openTestDBWith(t, Options{IdempotencyMemory: -1})
+	db := openTestDB(t, "")
 	put := func(key string, created int64) {
 		t.Helper()
 		b := db.NewBatch()

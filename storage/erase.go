@@ -189,9 +189,6 @@ func (d *DB) eraseIdempotency(erased map[ID]bool) error {
 	if len(erased) == 0 {
 		return nil
 	}
-	if err := d.eraseIdemMem(erased); err != nil {
-		return err
-	}
 	_, err := d.deleteWhere([]byte{prefixIdem}, []byte{prefixIdem + 1}, true, func(_, v []byte) bool {
 		var id ID
 		if len(v) == idemRecordLen {

@@ -381,8 +381,8 @@ func TestSegmentHTTP(t *testing.T) {
 // TestKill9SegmentProfiles: a 200 from /v1/identify means the profile
 // change is durable, as the event is (they commit in one fsynced batch):
 // after kill -9 every acknowledged identify's traits and link are there,
-// and so is its messageId: the idempotency memory, rebuilt from its
-// journal, stores none of them again when the SDK retries.
+// and so is its messageId (the idempotency record commits with the event):
+// a retry of any of them by the SDK stores nothing again.
 func TestKill9SegmentProfiles(t *testing.T) {
 	s := Start(t)
 	proj := s.Project(t, "segment-kill", "", highLimits)

@@ -30,7 +30,7 @@ type serveConfig struct {
 	data, listen, adminListen, adminToken, tlsCert, tlsKey, logFormat, logLevel string
 	shards                                                                      int
 	streamPing, streamPong, streamLinger                                        time.Duration
-	streamQueue, visitorMemory, idemMemory                                      int
+	streamQueue, visitorMemory                                                  int
 	sessionIdle                                                                 time.Duration
 	fsyncDelay, derivedInterval, walMinSync                                     time.Duration
 	webhooksAllowPrivate                                                        bool
@@ -62,7 +62,6 @@ func serve(args []string) error {
 	fs.DurationVar(&c.fsyncDelay, "fsync-delay", 0, "benchmarks only: add this delay to every fsync, to emulate a slower disk")
 	fs.DurationVar(&c.walMinSync, "wal-min-sync-interval", storage.DefaultWALMinSyncInterval, "space WAL fsyncs at least this far apart so that more commits share one (0: sync as soon as asked)")
 	fs.IntVar(&c.visitorMemory, "visitor-memory", storage.DefaultVisitorMemory, "visitor index entries of recent days held in memory (40-165 bytes each); past it the fullest day is split: what it holds is written to the store, and its later entries are held again")
-	fs.IntVar(&c.idemMemory, "idempotency-memory", storage.DefaultIdempotencyMemory, "idempotency records of the last 24 hours held in memory (37-56 bytes each; -1: none); past it they are written to the store, where keeping them costs several times more per keyed event")
 	fs.DurationVar(&c.derivedInterval, "derived-interval", storage.DefaultDerivedInterval, "how often counters and rollups held in memory are checkpointed to the store (a crash replays what came after)")
 	fs.StringVar(&c.adminHost, "admin-host", "", "comma-separated host names the admin listener answers for (DNS-rebinding defence): another Host header gets 421; IP addresses always pass; empty = any")
 	fs.Int64Var(&c.maxInflightBody, "max-inflight-body", eventdhttp.DefaultMaxInflightBody, "request-body bytes each listener holds at once; more answers 503 (0: no bound)")
@@ -120,7 +119,7 @@ func serve(args []string) error {
 	defer enricher.Close()
 	ecfg := engine.Config{DataDir: filepath.Join(c.data, "pebble"), Shards: c.shards, Logger: log,
 		WebhooksAllowPrivate: c.webhooksAllowPrivate, DerivedInterval: c.derivedInterval, VisitorMemory: c.visitorMemory,
-		IdempotencyMemory: c.idemMemory, WALMinSyncInterval: c.walMinSync}
+		WALMinSyncInterval: c.walMinSync}
 	ecfg.DataRoot = c.data
 	if c.fsyncDelay > 0 {
 		ecfg.FS = vfsdelay.New(vfs.Default, c.fsyncDelay)
