@@ -58,6 +58,9 @@ type variant struct {
 	// displace, if not 0, sets each event's timestamp this many
 	// milliseconds before its id's, as clients that send their own do.
 	displace int64
+	// segment adds what a Segment track message is stored with beside
+	// the native event's properties ($event_name, $context, $user_id).
+	segment bool
 }
 
 func fnv64(s string) uint64 {
@@ -112,6 +115,8 @@ func compressionOff(levels int) func(*pebble.Options) {
 var variants = map[string]variant{
 	"all":        {about: "today's store: S record, N and W (visitor) index keys, one L entry per commit"},
 	"displaced":  {about: "as all, each event with a client timestamp 1.5 s before its id's (a Z key each)", displace: 1500},
+	"segShape":   {about: "as all, each event with what a Segment track message adds to its properties", segment: true},
+	"segment":    {about: "as a Segment track message is stored: its properties, a client timestamp (Z key) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
 	"noV":        {about: "without the visitor index (V)", exp: storage.Experiment{SkipVisitor: true}},
 	"noN":        {about: "without the name index (N)", exp: storage.Experiment{SkipName: true}},
 	"recordOnly": {about: "S records and L entries only", exp: storage.Experiment{SkipName: true, SkipVisitor: true}},
@@ -354,6 +359,10 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 					e := &events[k-start]
 					id, ms := gen.Next()
 					props = shape(e, props, uint64(k), visitors)
+					if v.segment {
+						props = segmentShape(props, e.VisitorID)
+						e.Properties = props
+					}
 					e.ID, e.Timestamp, e.CreatedAt = id, ms-v.displace, ms
 					if v.ingestVisitors && e.HasVisitor {
 						entries[k] = visitorEntry(e)
@@ -494,6 +503,14 @@ func shape(e *storage.Event, props []byte, k, visitors uint64) []byte {
 	// The batch keeps the bytes it was given only until AddEvent returns.
 	e.Properties = p
 	return p
+}
+
+// segmentShape adds to props what eventd stores a Segment track message's
+// event with (engine/event/segment_map.go), for analytics-node's message.
+func segmentShape(props []byte, user string) []byte {
+	props = append(props[:len(props)-1], `,"$event_name":"Order Completed","$context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"$user_id":"`...)
+	props = append(props, user...)
+	return append(props, `"}`...)
 }
 
 // settle waits until Pebble has stopped flushing and compacting on its own:
