@@ -130,7 +130,7 @@ const entryChunk = 1 << 15
 // that way). Visitors whose hashes collide share a chain and are told
 // apart by their arena bytes.
 type memDay struct {
-	heads  map[uint64]uint32 // 1 + index of the newest entry
+	heads  headTable // 1 + index of the newest entry (visitorheads.go)
 	blocks [][]memEntry
 	n      uint32 // entries added, removed ones included
 	// arena holds each visitor once as ds (4 bytes), len (2), visitor:
@@ -154,7 +154,7 @@ const (
 	arenaSealChunks = 3 << 10
 )
 
-func newMemDay() *memDay { return &memDay{heads: map[uint64]uint32{}} }
+func newMemDay() *memDay { return &memDay{} }
 
 func (md *memDay) entry(i uint32) *memEntry { return &md.blocks[i/entryChunk][i%entryChunk] }
 
@@ -211,7 +211,7 @@ func (md *memDay) number(head uint32, v memVisitor) (uint32, bool) {
 // each calls fn with the index of every entry of v that is not removed,
 // newest first.
 func (md *memDay) each(h uint64, v memVisitor, fn func(i uint32, e *memEntry)) {
-	head := md.heads[h]
+	head := md.heads.get(h)
 	num, ok := md.number(head, v)
 	if !ok {
 		return
@@ -227,7 +227,7 @@ func (md *memDay) each(h uint64, v memVisitor, fn func(i uint32, e *memEntry)) {
 
 // add appends one entry of v.
 func (md *memDay) add(h uint64, v memVisitor, e memEntry) {
-	head := md.heads[h]
+	head := md.heads.get(h)
 	num, ok := md.number(head, v)
 	if !ok { // a new visitor
 		num = uint32(len(md.vis))
@@ -239,7 +239,7 @@ func (md *memDay) add(h uint64, v memVisitor, e memEntry) {
 	e.vis, e.prev = num, head
 	*md.entry(md.n) = e
 	md.n++
-	md.heads[h] = md.n
+	md.heads.set(h, md.n)
 }
 
 // collect is v's entries in key order.
