@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // BenchmarkAddEventCommit measures one synced commit of a batch of 100
@@ -257,5 +258,29 @@ func BenchmarkCountEdge(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 		})
+	}
+}
+
+// BenchmarkVisitorMemAdd adds commits of 100 new visitors' entries, as the
+// batch scenario does (a new visitor per event), to a day that holds up to
+// a million visitors: visitorMem.add loads every entry's slot before it
+// adds them, so that their cache misses overlap.
+func BenchmarkVisitorMemAdd(b *testing.B) {
+	m := newVisitorMem(0, &inflight{})
+	const perCommit, perDay = 100, 1_000_000
+	ts := time.Now().UnixMilli()
+	pending := make([]pendingVisitor, perDay)
+	for i := range pending {
+		pending[i] = pendingVisitor{v: memVisitor{1, fmt.Sprintf("v_%d", 10_000_000+i)}, e: memEntry{ts: ts, id: testID(uint64(i))}, n: "purchase"}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i += perCommit {
+		j := i % perDay
+		if j == 0 && i > 0 {
+			b.StopTimer()
+			m = newVisitorMem(0, &inflight{})
+			b.StartTimer()
+		}
+		m.add(pending[j : j+perCommit])
 	}
 }

@@ -52,6 +52,16 @@ func (t *headTable) get(h uint64) uint32 {
 	}
 }
 
+// peek loads h's home slot, so that a get or set of h soon after finds
+// it in the cache.
+func (t *headTable) peek(h uint64) uint32 {
+	p := t.part(h)
+	if len(p.slots) == 0 {
+		return 0
+	}
+	return p.slots[h&uint64(len(p.slots)-1)].head
+}
+
 // set makes head (not 0) h's head.
 func (t *headTable) set(h uint64, head uint32) {
 	p := t.part(h)
