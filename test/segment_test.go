@@ -389,6 +389,9 @@ func TestKill9SegmentProfiles(t *testing.T) {
 	secret := s.Key(t, proj, "secret", "live")
 	auth := basicAuth(secret)
 	c := &http.Client{Timeout: 10 * time.Second}
+	identify := func(i int) string {
+		return fmt.Sprintf(`{"userId":"ku-%d","anonymousId":"ka-%d","messageId":"k-%d","traits":{"n":%d}}`, i, i, i, i)
+	}
 	var mu sync.Mutex
 	var acked []int
 	stop := make(chan struct{})
@@ -403,8 +406,7 @@ func TestKill9SegmentProfiles(t *testing.T) {
 					return
 				default:
 				}
-				body := fmt.Sprintf(`{"userId":"ku-%d","anonymousId":"ka-%d","messageId":"k-%d","traits":{"n":%d}}`, i, i, i, i)
-				req, _ := http.NewRequest("POST", s.Public+"/v1/identify", strings.NewReader(body))
+				req, _ := http.NewRequest("POST", s.Public+"/v1/identify", strings.NewReader(identify(i)))
 				name, value, _ := strings.Cut(auth, ":")
 				req.Header.Set(name, strings.TrimSpace(value))
 				req.Header.Set("Content-Type", "application/json")
@@ -442,8 +444,7 @@ func TestKill9SegmentProfiles(t *testing.T) {
 		t.Fatalf("%d identify events after kill -9, want at least the %d acknowledged", before, len(acked))
 	}
 	for _, i := range acked {
-		body := fmt.Sprintf(`{"userId":"ku-%d","anonymousId":"ka-%d","messageId":"k-%d","traits":{"n":%d}}`, i, i, i, i)
-		wantStatus(t, Do(t, "POST", s.Public+"/v1/identify", "", body, auth), 200)
+		wantStatus(t, Do(t, "POST", s.Public+"/v1/identify", "", identify(i), auth), 200)
 	}
 	if _, after := segmentEvents(t, s, secret, "event=identify"); after != before {
 		t.Errorf("%d identify events after retrying the acknowledged ones, want %d: a retry was stored again", after, before)
