@@ -31,8 +31,9 @@ type headSlot struct {
 	head uint32
 }
 
-// headPartFirst is a part's first size: 256 parts of 8 slots, 32 KiB, for
-// a day that has seen one visitor.
+// headPartFirst is a part's first size (128 bytes); a part is allocated
+// when its first visitor comes, so a day of a few visitors costs the 8 KiB
+// of the parts' headers and little more.
 const headPartFirst = 8
 
 func (t *headTable) part(h uint64) *headPart { return &t.parts[h>>56] }
