@@ -25,6 +25,44 @@ type Batch struct {
 	// of days in Pebble as W keys and gives the others to memory.
 	visitors []pendingVisitor
 	maxIDMs  int64 // the latest id millisecond added (DB.idCeil)
+	// keys holds each secondary key family (Z, N, I) apart until Commit
+	// appends them to b, family after family (keyFamily).
+	keys [numKeyFamilies]*pebble.Batch
+}
+
+// keyFamily is a family of keys that AddEvent and AddIdempotency write
+// beside the records. Pebble inserts a batch's keys into the memtable's
+// skiplist in batch order and starts each search from the previous key's
+// place when the next key is close to it; keys of one family follow each
+// other in a batch's events (ids and timestamps grow), so written family
+// after family most inserts start next to the last instead of from the
+// top of a skiplist of hundreds of thousands of keys (docs/benchmarks.md,
+// session 13).
+type keyFamily int
+
+const (
+	familyDisplaced keyFamily = iota
+	familyName
+	familyIdem
+	numKeyFamilies
+)
+
+// appendFamilies appends the key families to the batch, one after the other.
+func (b *Batch) appendFamilies() {
+	for _, f := range b.keys {
+		if f != nil && !f.Empty() {
+			_ = b.b.Apply(f, nil)
+			f.Reset()
+		}
+	}
+}
+
+// family is the batch of one key family's writes.
+func (b *Batch) family(f keyFamily) *pebble.Batch {
+	if b.keys[f] == nil {
+		b.keys[f] = b.db.db.NewBatch()
+	}
+	return b.keys[f]
 }
 
 // NewBatch starts an empty batch.
@@ -45,7 +83,7 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	k = v[:0]
 	if displaced(e.Timestamp, e.ID) {
 		k = displacedKey(k, ds, e.ID)
-		_ = b.b.Set(k, appendTS(k[len(k):], e.Timestamp), nil)
+		_ = b.family(familyDisplaced).Set(k, appendTS(k[len(k):], e.Timestamp), nil)
 	}
 
 	// A bot's index values carry the bot mark and its derived data goes to
@@ -54,7 +92,7 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	skip := b.db.skip
 	if !skip.name {
 		k = nameKey(k[:0], ds, e.Name, e.Timestamp, e.ID)
-		_ = b.b.Set(k, nameIndexValue(appendBotMark(k[len(k):], bot), e), nil)
+		_ = b.family(familyName).Set(k, nameIndexValue(appendBotMark(k[len(k):], bot), e), nil)
 	}
 
 	if e.HasVisitor && !skip.visitor {
@@ -85,7 +123,7 @@ func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
 	v = append(v, r.ID[:]...)
 	v = binary.BigEndian.AppendUint64(v, uint64(r.Timestamp))
 	v = binary.BigEndian.AppendUint64(v, uint64(r.CreatedAt))
-	_ = b.b.Set(k, v, nil)
+	_ = b.family(familyIdem).Set(k, v, nil)
 	b.scratch = v[:0]
 }
 
@@ -126,6 +164,7 @@ func (b *Batch) Commit(sync bool) error {
 			b.scratch = v[:0]
 		}
 	}
+	b.appendFamilies()
 	opts := pebble.NoSync
 	if sync {
 		opts = pebble.Sync
@@ -176,6 +215,11 @@ func (b *Batch) Close() {
 		b.roll.reset()
 		rollupPool.Put(b.roll)
 		b.roll = nil
+	}
+	for _, f := range b.keys {
+		if f != nil {
+			_ = f.Close()
+		}
 	}
 	_ = b.b.Close()
 }

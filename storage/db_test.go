@@ -477,3 +477,32 @@ func TestDeleteWhereKeepsKeysWrittenAgain(t *testing.T) {
 		t.Errorf("b: %v, want ErrNotFound", err)
 	}
 }
+
+// TestBatchKeyFamilies: a batch's records come first, then its Z, N and I
+// keys, each family in the order its events were added (keyFamily).
+func TestBatchKeyFamilies(t *testing.T) {
+	db := openTestDB(t, "")
+	b := db.NewBatch()
+	defer b.Close()
+	for i := range 3 {
+		id := testID(uint64(i + 1))
+		// A client's time, not the id's millisecond: each event has a Z key.
+		b.AddEvent(1, &Event{ID: id, Name: "e", Timestamp: int64(100 + i), CreatedAt: 5})
+		b.AddIdempotency("key", fmt.Sprint("k", i), IdemRecord{ID: id})
+	}
+	b.appendFamilies()
+	var got []byte
+	for r := b.b.Reader(); ; {
+		_, k, _, ok, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, k[0])
+	}
+	if want := "SSSZZZNNNIII"; string(got) != want {
+		t.Errorf("key prefixes in batch order %q, want %q", got, want)
+	}
+}
