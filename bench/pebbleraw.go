@@ -219,8 +219,12 @@ func (b *PebbleBaseline) committer(start, end time.Time, r PebbleRun, claimed *a
 		batch.Reset()
 		ms := uint64(now.UnixMilli())
 		first := b.seq.Add(per) - per
-		for n := first; n < first+per; n++ {
-			rec.add(batch, n, ms)
+		// Key family after family, as eventd's storage.Batch writes them:
+		// Pebble's memtable inserts then start next to the previous key.
+		for f := range pebbleFamilies {
+			for n := first; n < first+per; n++ {
+				rec.add(batch, f, n, ms)
+			}
 		}
 		rec.counters(batch, ms, per)
 		t0 := time.Now()
@@ -258,44 +262,48 @@ const pebbleDataset = 1
 
 var pebbleName = []byte("purchase")
 
-func (p *pebbleRecord) add(b *pebble.Batch, n, ms uint64) {
+// pebbleFamilies are the key families of an event: record, time, name and
+// visitor index.
+const pebbleFamilies = 4
+
+// add writes event n's key of family f (0 to pebbleFamilies-1).
+func (p *pebbleRecord) add(b *pebble.Batch, f int, n, ms uint64) {
 	id := p.id(n)
-	// E | dataset | id -> record
 	k := p.key[:0]
-	k = append(k, 'E')
-	k = binary.BigEndian.AppendUint32(k, pebbleDataset)
-	k = appendID(k, &id)
-	v := p.val[:0]
-	v = append(v, pebbleName...)
-	v = append(v, "|v_"...)
-	v = binary.BigEndian.AppendUint64(v, n)
-	for len(v) < PebbleValueSize {
-		v = append(v, byte('a'+len(v)%26))
+	switch f {
+	case 0: // E | dataset | id -> record
+		k = append(k, 'E')
+		k = binary.BigEndian.AppendUint32(k, pebbleDataset)
+		k = appendID(k, &id)
+		v := p.val[:0]
+		v = append(v, pebbleName...)
+		v = append(v, "|v_"...)
+		v = binary.BigEndian.AppendUint64(v, n)
+		for len(v) < PebbleValueSize {
+			v = append(v, byte('a'+len(v)%26))
+		}
+		_ = b.Set(k, v, nil)
+	case 1: // T | dataset | ts | id
+		k = append(k, 'T')
+		k = binary.BigEndian.AppendUint32(k, pebbleDataset)
+		k = binary.BigEndian.AppendUint64(k, ms)
+		k = appendID(k, &id)
+		_ = b.Set(k, nil, nil)
+	case 2: // N | dataset | name | ts | id
+		k = append(k, 'N')
+		k = binary.BigEndian.AppendUint32(k, pebbleDataset)
+		k = append(k, pebbleName...)
+		k = binary.BigEndian.AppendUint64(k, ms)
+		k = appendID(k, &id)
+		_ = b.Set(k, nil, nil)
+	default: // V | dataset | visitor | ts | id -> name
+		k = append(k, 'V')
+		k = binary.BigEndian.AppendUint32(k, pebbleDataset)
+		k = binary.BigEndian.AppendUint64(k, n)
+		k = binary.BigEndian.AppendUint64(k, ms)
+		k = appendID(k, &id)
+		_ = b.Set(k, pebbleName, nil)
 	}
-	_ = b.Set(k, v, nil)
-	// T | dataset | ts | id
-	k = p.key[:0]
-	k = append(k, 'T')
-	k = binary.BigEndian.AppendUint32(k, pebbleDataset)
-	k = binary.BigEndian.AppendUint64(k, ms)
-	k = appendID(k, &id)
-	_ = b.Set(k, nil, nil)
-	// N | dataset | name | ts | id
-	k = p.key[:0]
-	k = append(k, 'N')
-	k = binary.BigEndian.AppendUint32(k, pebbleDataset)
-	k = append(k, pebbleName...)
-	k = binary.BigEndian.AppendUint64(k, ms)
-	k = appendID(k, &id)
-	_ = b.Set(k, nil, nil)
-	// V | dataset | visitor | ts | id -> name
-	k = p.key[:0]
-	k = append(k, 'V')
-	k = binary.BigEndian.AppendUint32(k, pebbleDataset)
-	k = binary.BigEndian.AppendUint64(k, n)
-	k = binary.BigEndian.AppendUint64(k, ms)
-	k = appendID(k, &id)
-	_ = b.Set(k, pebbleName, nil)
 }
 
 // appendID ends a key with as much of the id as fits in PebbleKeySize,
