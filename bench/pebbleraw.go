@@ -207,6 +207,7 @@ func (b *PebbleBaseline) committer(start, end time.Time, r PebbleRun, claimed *a
 	batch := b.db.NewBatch()
 	defer batch.Close()
 	var rec pebbleRecord
+	var ids [][26]byte
 	per := uint64(r.EventsPerCommit)
 	for !stop.Load() {
 		now := time.Now()
@@ -221,9 +222,13 @@ func (b *PebbleBaseline) committer(start, end time.Time, r PebbleRun, claimed *a
 		first := b.seq.Add(per) - per
 		// Key family after family, as eventd's storage.Batch writes them:
 		// Pebble's memtable inserts then start next to the previous key.
+		ids = ids[:0]
+		for n := first; n < first+per; n++ {
+			ids = append(ids, rec.id(n))
+		}
 		for f := range pebbleFamilies {
-			for n := first; n < first+per; n++ {
-				rec.add(batch, f, n, ms)
+			for i := range ids {
+				rec.add(batch, f, first+uint64(i), ms, &ids[i])
 			}
 		}
 		rec.counters(batch, ms, per)
@@ -266,15 +271,15 @@ var pebbleName = []byte("purchase")
 // visitor index.
 const pebbleFamilies = 4
 
-// add writes event n's key of family f (0 to pebbleFamilies-1).
-func (p *pebbleRecord) add(b *pebble.Batch, f int, n, ms uint64) {
-	id := p.id(n)
+// add writes event n's key of family f (0 to pebbleFamilies-1); id is
+// p.id(n).
+func (p *pebbleRecord) add(b *pebble.Batch, f int, n, ms uint64, id *[26]byte) {
 	k := p.key[:0]
 	switch f {
 	case 0: // E | dataset | id -> record
 		k = append(k, 'E')
 		k = binary.BigEndian.AppendUint32(k, pebbleDataset)
-		k = appendID(k, &id)
+		k = appendID(k, id)
 		v := p.val[:0]
 		v = append(v, pebbleName...)
 		v = append(v, "|v_"...)
@@ -287,21 +292,21 @@ func (p *pebbleRecord) add(b *pebble.Batch, f int, n, ms uint64) {
 		k = append(k, 'T')
 		k = binary.BigEndian.AppendUint32(k, pebbleDataset)
 		k = binary.BigEndian.AppendUint64(k, ms)
-		k = appendID(k, &id)
+		k = appendID(k, id)
 		_ = b.Set(k, nil, nil)
 	case 2: // N | dataset | name | ts | id
 		k = append(k, 'N')
 		k = binary.BigEndian.AppendUint32(k, pebbleDataset)
 		k = append(k, pebbleName...)
 		k = binary.BigEndian.AppendUint64(k, ms)
-		k = appendID(k, &id)
+		k = appendID(k, id)
 		_ = b.Set(k, nil, nil)
 	default: // V | dataset | visitor | ts | id -> name
 		k = append(k, 'V')
 		k = binary.BigEndian.AppendUint32(k, pebbleDataset)
 		k = binary.BigEndian.AppendUint64(k, n)
 		k = binary.BigEndian.AppendUint64(k, ms)
-		k = appendID(k, &id)
+		k = appendID(k, id)
 		_ = b.Set(k, pebbleName, nil)
 	}
 }
