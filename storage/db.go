@@ -190,7 +190,7 @@ func Open(dir string, o Options) (*DB, error) {
 			_ = db.Close()
 			return nil, fmt.Errorf("remove unfinished visitor index tables of %s: %w", dir, err)
 		}
-		d.sealer = d.runVisitorSealer(o.Logger)
+		d.sealer = d.runVisitorSealer()
 	}
 	return d, nil
 }

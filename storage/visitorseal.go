@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -35,16 +34,17 @@ type visitorSealer struct {
 }
 
 // runVisitorSealer seals each day once it is over and, when memory passes
-// its bound, splits the fullest day; failures are logged and retried.
-func (d *DB) runVisitorSealer(log *slog.Logger) *visitorSealer {
+// its bound, splits the fullest day; failures are logged (d.log) and
+// retried.
+func (d *DB) runVisitorSealer() *visitorSealer {
 	s := &visitorSealer{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(visitorSealCheck)
 		defer t.Stop()
 		for {
-			if err := d.sealDue(d.now()); err != nil && log != nil {
-				log.Error("seal the visitor index of a day", "err", err)
+			if err := d.sealDue(d.now()); err != nil && d.log != nil {
+				d.log.Error("seal the visitor index of a day", "err", err)
 			}
 			select {
 			case <-s.stop:
