@@ -62,8 +62,9 @@ type visitorMem struct {
 	max  int           // entries before the fullest day is split
 	kick chan struct{} // wakes the sealer when max is passed
 	seed maphash.Seed  // of the visitor hashes (memDay.heads)
-	// touched keeps add's first loads from being optimised away.
-	touched uint32
+	// peeked keeps add's first loads of the heads' slots from being
+	// optimised away.
+	peeked uint32
 	// sealChunks is the arena size, in chunks, at which a day is split: a
 	// place holds 12 bits of chunk number (arenaSealChunks).
 	sealChunks int
@@ -328,13 +329,13 @@ func (m *visitorMem) add(pending []pendingVisitor) {
 	// Load every entry's slot first: independent loads, so the cache
 	// misses of a batch's new visitors overlap instead of coming one
 	// after the other in the adds below (docs/benchmarks.md, session 13).
-	var touched uint32
+	var peeked uint32
 	for i := range pending {
 		if md := m.days[visitorDay(pending[i].e.ts)]; md != nil {
-			touched += md.heads.peek(hs[i])
+			peeked += md.heads.peek(hs[i])
 		}
 	}
-	m.touched = touched
+	m.peeked = peeked
 	for i := range pending {
 		// pending is read by readers meanwhile (inflight.go): not written.
 		p := &pending[i]
