@@ -9,6 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/engine/metrics"
 	"github.com/eventd/eventd/engine/ratelimit"
@@ -168,6 +169,35 @@ func TestWritesAreStoredAndBroadcastAfterCommit(t *testing.T) {
 	commits := r.reg.Counter("eventd_commits_total", "", "").Value()
 	if commits == 0 || commits > n {
 		t.Fatalf("%d commits for %d requests: group commit should need at most one per request", commits, n)
+	}
+}
+
+// A record stored by a build before the xxhash content hash holds the FNV
+// hash: a retry of its content replays it, other content conflicts.
+func TestIdempotencyLegacyHash(t *testing.T) {
+	r := newRig(t, time.Minute)
+	cfg := keyConfig("key_l", ratelimit.Limits{Minute: 1e6, Hour: 1e7, Day: 1e8})
+	content := event.Content{Name: "purchase", Properties: []byte(`{"amount":5}`)}
+	now := time.Now().UnixMilli()
+	stored := storage.IDAt(now)
+	b := r.db.NewBatch()
+	b.AddIdempotency(cfg.ID, "old", storage.IdemRecord{Hash: event.LegacyContentHash(&content), ID: stored, Timestamp: now, CreatedAt: now})
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	retry := func(c event.Content) Result {
+		w := idemWrite("old", event.ContentHash(&c))
+		w.Events[0].Content = c
+		return r.submit(t, cfg, ratelimit.Standard, w).Results[0]
+	}
+	if res := retry(content); res.Outcome != Replayed || res.ID != stored {
+		t.Fatalf("retry of the stored content: %+v, want replayed %x", res, stored)
+	}
+	other := content
+	other.Properties = []byte(`{"amount":6}`)
+	if res := retry(other); res.Outcome != Conflict {
+		t.Fatalf("other content: %+v, want a conflict", res)
 	}
 }
 

@@ -249,7 +249,7 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 			rec, err := look.Get(k.cfg.ID, p.IdemKey)
 			switch {
 			case err == nil && IdempotencyLive(rec.CreatedAt, req.Now.UnixMilli()):
-				if rec.Hash == p.Hash {
+				if SameContent(rec.Hash, p.Hash, &p.Content) {
 					rep.Results[i] = Result{Outcome: Replayed, ID: rec.ID, Timestamp: rec.Timestamp}
 				} else {
 					rep.Results[i] = Result{Outcome: Conflict}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/engine/ratelimit"
 	"github.com/eventd/eventd/storage"
 )
@@ -60,6 +61,9 @@ type Pending struct {
 	Event   storage.Event // ID and CreatedAt are assigned by the shard
 	IdemKey string
 	Hash    uint64 // content hash, compared when IdemKey repeats
+	// Content is what Hash covers, hashed again the older way only when a
+	// stored record's hash differs (SameContent).
+	Content event.Content
 	// Profile is what the event changes in the dataset's profiles and
 	// identity links (a Segment identify, alias or two-id message),
 	// committed in the same batch; nil for native events. A replay never
@@ -69,6 +73,14 @@ type Pending struct {
 	// Event.Timestamp (and the profile's) to its id's millisecond, a
 	// moment after receipt, so its record needs no Z key (storage keys).
 	AtReceipt bool
+}
+
+// SameContent reports whether a stored idempotency record's hash is that of
+// content c, whose hash is h: a record stored before the content hash was
+// xxhash holds the FNV hash (event.LegacyContentHash), which is taken only
+// when h differs, i.e. for a conflict or a retry of such a record.
+func SameContent(stored, h uint64, c *event.Content) bool {
+	return stored == h || stored == event.LegacyContentHash(c)
 }
 
 // Outcome is what happened to one pending event.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eventd/eventd/actors"
+	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/storage"
 )
 
@@ -41,6 +42,37 @@ func TestImportForgetsKeysPastTheirTTL(t *testing.T) {
 		}
 		if res.Accepted != tc.accepted || res.Duplicates != tc.dups || res.Rejected != tc.conflicts {
 			t.Errorf("key %q: %+v; want %d accepted, %d duplicates, %d rejected", tc.key, res, tc.accepted, tc.dups, tc.conflicts)
+		}
+	}
+}
+
+// An import line whose key a build before the xxhash content hash stored
+// (its record holds the FNV hash) counts as a duplicate when its content
+// is the same, and is rejected when it is not.
+func TestImportLegacyHash(t *testing.T) {
+	e, proj := openTestEngine(t)
+	scope := "import/" + proj.ID + "/" + Live
+	created := time.Now().UnixMilli()
+	same := event.Content{Name: "signup", Properties: []byte(`{}`)}
+	b := e.db.NewBatch()
+	b.AddIdempotency(scope, "k", storage.IdemRecord{Hash: event.LegacyContentHash(&same), ID: storage.IDAt(created), Timestamp: created, CreatedAt: created})
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	for _, tc := range []struct {
+		line            string
+		dups, conflicts int
+	}{
+		{`{"event":"signup","idempotency_key":"k","properties":{}}`, 1, 0},
+		{`{"event":"signup","idempotency_key":"k","properties":{"plan":"pro"}}`, 0, 1},
+	} {
+		res, err := e.Import(proj.ID, Live, strings.NewReader(tc.line+"\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Accepted != 0 || res.Duplicates != tc.dups || res.Rejected != tc.conflicts {
+			t.Errorf("%s: %+v; want %d duplicates, %d rejected", tc.line, res, tc.dups, tc.conflicts)
 		}
 	}
 }

@@ -213,7 +213,7 @@ func (im *importer) add(n int, line []byte) {
 	}
 	if in.IdempotencyKey != "" {
 		if h, ok := im.seenKey(in.IdempotencyKey, now); ok {
-			im.idemSeen(n, h, in.Hash)
+			im.idemSeen(n, h, &in)
 			return
 		}
 		im.cur.keys[in.IdempotencyKey] = in.Hash
@@ -232,8 +232,9 @@ func (im *importer) add(n int, line []byte) {
 	})
 }
 
-func (im *importer) idemSeen(line int, old, hash uint64) {
-	if old == hash {
+func (im *importer) idemSeen(line int, old uint64, in *event.Input) {
+	c := in.Content()
+	if actors.SameContent(old, in.Hash, &c) {
 		im.res.Duplicates++
 		return
 	}

@@ -201,6 +201,7 @@ func prepare(p *engine.Principal, in *event.Input, receivedAt int64, sentAt int6
 			Timestamp: ts, Properties: in.Properties},
 		IdemKey:   in.IdempotencyKey,
 		Hash:      in.Hash,
+		Content:   in.Content(),
 		AtReceipt: !in.HasTimestamp,
 	}, nil
 }
@@ -239,7 +240,7 @@ func (s *Server) handleCreate(ctx *fasthttp.RequestCtx) {
 				prob = &event.Problem{Status: 400, Code: codeBadRequest, Message: "Invalid request data",
 					Details: map[string]string{"Idempotency-Key": "must be at most 255 characters"}}
 			} else if in.IdempotencyKey != "" {
-				in.Hash = event.ContentHash(&in)
+				in.SetHash()
 			}
 		}
 		if prob == nil {

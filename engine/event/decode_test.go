@@ -449,7 +449,9 @@ func TestSentAtSingle(t *testing.T) {
 
 func TestHash(t *testing.T) {
 	base := mustDecode(t, `{"event":"a","visitor_id":"v","properties":{"x":1},"timestamp":"2026-01-15T10:30:00Z"}`)
-	baseHash := ContentHash(&base)
+	base.SetHash()
+	bc := base.Content()
+	baseHash, baseLegacy := base.Hash, LegacyContentHash(&bc)
 	tests := []struct {
 		name string
 		body string
@@ -470,8 +472,13 @@ func TestHash(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := mustDecode(t, tt.body)
-			if h := ContentHash(&in); (h == baseHash) != tt.same {
+			in.SetHash()
+			if h := in.Hash; (h == baseHash) != tt.same {
 				t.Fatalf("hash %x vs %x, same=%v", h, baseHash, tt.same)
+			}
+			c := in.Content()
+			if h := LegacyContentHash(&c); (h == baseLegacy) != tt.same {
+				t.Fatalf("legacy hash %x vs %x, same=%v", h, baseLegacy, tt.same)
 			}
 		})
 	}
@@ -555,7 +562,8 @@ func TestDecodeBatch(t *testing.T) {
 		t.Fatalf("entry 3 = %+v", got)
 	}
 	single := mustDecode(t, `{"event":"a","timestamp":"2026-01-15T10:00:00Z"}`)
-	if entries[0].Input.Hash == ContentHash(&single) {
+	single.SetHash()
+	if entries[0].Input.Hash == single.Hash {
 		return
 	}
 	t.Fatalf("a batch entry hashes differently from the same single event")
@@ -755,6 +763,31 @@ func TestUnescapeMatchesEncodingJSON(t *testing.T) {
 				if in.VisitorID != want {
 					t.Fatalf("visitor %q, want %q", in.VisitorID, want)
 				}
+			}
+		})
+	}
+}
+
+// Stored idempotency records hold these hashes, so both functions must
+// keep giving them: LegacyContentHash the FNV-1a of the builds before
+// xxhash (records of their last 24 hours), ContentHash what this build
+// stores.
+func TestContentHashGolden(t *testing.T) {
+	tests := []struct {
+		name         string
+		c            Content
+		hash, legacy uint64
+	}{
+		{"all parts", Content{Name: "a", VisitorID: "v", HasVisitor: true, Properties: []byte(`{"x":1}`), Timestamp: 1768473000000, HasTimestamp: true}, 0x35b0cc074f69daf6, 0xbab6f19e8d95b687},
+		{"no visitor, no time", Content{Name: "page", Properties: []byte(`{}`)}, 0x20b75ccd1a34b82b, 0x43f0c0998df85c0d},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if h := ContentHash(&tt.c); h != tt.hash {
+				t.Errorf("ContentHash %#x, want %#x", h, tt.hash)
+			}
+			if h := LegacyContentHash(&tt.c); h != tt.legacy {
+				t.Errorf("LegacyContentHash %#x, want %#x", h, tt.legacy)
 			}
 		})
 	}

@@ -29,7 +29,8 @@ type Input struct {
 	Timestamp      int64  // Unix milliseconds (UTC); valid only when HasTimestamp
 	HasTimestamp   bool
 	IdempotencyKey string // batch entries only ("idempotency_key"); "" when absent
-	Hash           uint64 // FNV-1a 64 of the canonical content (name, visitor, properties, the timestamp as sent) used for idempotency conflict detection; sent_at is NOT part of it
+	Hash           uint64 // keyed inputs: ContentHash of Content(), for idempotency conflict detection; sent_at is NOT part of it
+	HashedTime     int64  // keyed inputs: Timestamp as sent, which Hash covers (before any sent_at correction)
 	ID             string // import lines only: the event id to keep ("" when absent); the caller checks its form
 	CreatedAt      int64  // import lines only: the original time of receipt, Unix ms, when HasCreatedAt
 	HasCreatedAt   bool
@@ -366,7 +367,7 @@ func (d *decoder) finishEvent(f *[fCount]rawField, r *eventResult) {
 	if in.IdempotencyKey != "" {
 		// Only a keyed write compares contents; a single event's key comes
 		// from its header, after decoding (the handler hashes it then).
-		in.Hash = ContentHash(in)
+		in.SetHash()
 	}
 }
 
@@ -415,43 +416,6 @@ func checkName[T string | []byte](s T) string {
 		}
 	}
 	return ""
-}
-
-// ContentHash is the idempotency hash of an input as decoded (its time as
-// sent, before any sent_at correction): equal for a retry of the same
-// content, whatever its sent_at. It is FNV-1a 64 over name, visitor,
-// properties and the timestamp; 0xff separates the parts because it never
-// occurs in UTF-8 text, so different splits cannot collide by concatenation.
-func ContentHash(in *Input) uint64 {
-	h := fnvString(fnvOffset, in.Name)
-	h = (h ^ 0xff) * fnvPrime
-	if in.HasVisitor {
-		h = fnvString((h^1)*fnvPrime, in.VisitorID)
-	} else {
-		h *= fnvPrime // the byte 0: no visitor
-	}
-	h = (h ^ 0xff) * fnvPrime
-	for _, b := range in.Properties {
-		h = (h ^ uint64(b)) * fnvPrime
-	}
-	h = (h ^ 0xff) * fnvPrime
-	if !in.HasTimestamp {
-		return h * fnvPrime // the byte 0: no timestamp
-	}
-	h = (h ^ 1) * fnvPrime
-	for i := 0; i < 64; i += 8 {
-		h = (h ^ uint64(byte(in.Timestamp>>i))) * fnvPrime
-	}
-	return h
-}
-
-const fnvOffset, fnvPrime = 14695981039346656037, 1099511628211
-
-func fnvString(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * fnvPrime
-	}
-	return h
 }
 
 // quote renders a key for a message, shortened so a hostile megabyte-long

@@ -332,7 +332,7 @@ func segFinish(data []byte, f *[sgCount]segField, typ SegmentType, env *segEnv, 
 	case hasOrig:
 		in.Timestamp, in.HasTimestamp = orig, true
 	}
-	in.Hash = ContentHash(in)
+	in.SetHash()
 	if !hasTS && hasOrig {
 		switch {
 		case hasSentAt:
