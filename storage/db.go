@@ -144,8 +144,6 @@ func Open(dir string, o Options) (*DB, error) {
 		o.Experiment.Pebble(opts)
 	}
 	opts.EnsureDefaults() // as Open does to its copy: the ingested tables' writer options come from opts
-	// Flushes and compactions give way to waiting requests (yieldfs.go).
-	opts.FS = yieldFS{opts.FS}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
