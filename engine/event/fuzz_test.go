@@ -196,7 +196,11 @@ func FuzzPropertiesOracle(f *testing.F) {
 		var compact bytes.Buffer
 		valid := json.Valid(props) && json.Compact(&compact, props) == nil
 		if p == nil {
-			if !valid || compact.String() != string(in.Properties) {
+			want := compact.String()
+			if want == "null" {
+				want = "{}" // a null field is absent ("nulls are absent" in decode_test.go)
+			}
+			if !valid || want != string(in.Properties) {
 				t.Fatalf("accepted %q as %q, json.Compact gives %q", props, in.Properties, compact.String())
 			}
 			return
