@@ -311,9 +311,7 @@ func (d *decoder) str() (escaped bool, ok bool) {
 	data := d.data
 	i := d.pos + 1
 	for {
-		for i < len(data) && safe[data[i]] {
-			i++
-		}
+		i = safeRun(data, i)
 		if i >= len(data) {
 			return false, d.fail(i, errUnterminated)
 		}

@@ -1,0 +1,41 @@
+package event
+
+import (
+	"encoding/binary"
+	"math/bits"
+)
+
+// safeRun returns the index of the first byte of data at or after i that
+// safe does not allow inside a string as is (a quote, a backslash, a
+// control character or a non-ASCII byte), or len(data). It tests eight
+// bytes at a time: strings are most of a message's bytes, and a table
+// look-up per byte was 17% of decoding a Segment batch.
+func safeRun(data []byte, i int) int {
+	for ; i+8 <= len(data); i += 8 {
+		if w := unsafeBytes(binary.LittleEndian.Uint64(data[i:])); w != 0 {
+			return i + bits.TrailingZeros64(w)/8
+		}
+	}
+	for i < len(data) && safe[data[i]] {
+		i++
+	}
+	return i
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// unsafeBytes sets the high bit of every byte of x (little-endian) that is
+// below 0x20, a quote, a backslash or at least 0x80. The subtractions'
+// borrows can also mark a byte above a marked one, never below, so the
+// lowest mark is always a real one.
+func unsafeBytes(x uint64) uint64 {
+	control := (x - 0x20*ones) &^ x
+	quote := x ^ '"'*ones
+	quote = (quote - ones) &^ quote
+	backslash := x ^ '\\'*ones
+	backslash = (backslash - ones) &^ backslash
+	return (control | quote | backslash | x) & highs
+}
