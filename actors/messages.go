@@ -61,8 +61,8 @@ type Pending struct {
 	Event   storage.Event // ID and CreatedAt are assigned by the shard
 	IdemKey string
 	Hash    uint64 // content hash, compared when IdemKey repeats
-	// Content is what Hash covers, hashed again the older way only when a
-	// stored record's hash differs (SameContent).
+	// Content is what Hash covers (keyed events only), hashed again the
+	// older way only when a stored record's hash differs (SameContent).
 	Content event.Content
 	// Profile is what the event changes in the dataset's profiles and
 	// identity links (a Segment identify, alias or two-id message),

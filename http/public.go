@@ -196,14 +196,17 @@ func prepare(p *engine.Principal, in *event.Input, receivedAt int64, sentAt int6
 	if in.HasTimestamp {
 		ts = in.Timestamp
 	}
-	return actors.Pending{
+	pe := actors.Pending{
 		Event: storage.Event{Name: in.Name, VisitorID: in.VisitorID, HasVisitor: in.HasVisitor,
 			Timestamp: ts, Properties: in.Properties},
 		IdemKey:   in.IdempotencyKey,
 		Hash:      in.Hash,
-		Content:   in.Content(),
 		AtReceipt: !in.HasTimestamp,
-	}, nil
+	}
+	if in.IdempotencyKey != "" {
+		pe.Content = in.Content() // only a keyed write is ever compared (actors.SameContent)
+	}
+	return pe, nil
 }
 
 // pageviewKind decides the bucket of a write: public-key pageviews count in
