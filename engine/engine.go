@@ -34,8 +34,6 @@ type Config struct {
 	DerivedInterval time.Duration
 	// WALMinSyncInterval is storage.Options.WALMinSyncInterval.
 	WALMinSyncInterval time.Duration
-	// BlockingSync is storage.Options.BlockingSync.
-	BlockingSync bool
 	// VisitorMemory is storage.Options.VisitorMemory.
 	VisitorMemory int
 	// KeyIdle is how long an unused key actor lives (default 5 min).
@@ -126,7 +124,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	stalls := storemetrics.NewStalls()
 	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly,
-		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, BlockingSync: cfg.BlockingSync, VisitorMemory: cfg.VisitorMemory, Events: stalls.Listener()})
+		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, VisitorMemory: cfg.VisitorMemory, Events: stalls.Listener()})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/eventd/eventd/storage/uringsync"
 )
 
 // Options configure Open.
@@ -46,9 +45,6 @@ type Options struct {
 	// Experiment is for measurements only (experiment.go); nil is the
 	// production store.
 	Experiment *Experiment
-	// BlockingSync makes fsyncs blocking system calls instead of io_uring
-	// submissions (storage/uringsync), e.g. to compare the two.
-	BlockingSync bool
 }
 
 // DefaultWALMinSyncInterval is serve's --wal-min-sync-interval: at 16,667
@@ -94,8 +90,6 @@ type DB struct {
 	// maxIDMs is the latest id millisecond a batch of this process wrote,
 	// raised before its commit (idCeil).
 	maxIDMs atomic.Int64
-	// closeRing stops the io_uring ring Pebble's syncs go through (syncFS).
-	closeRing func() error
 }
 
 // ErrNotFound is returned by lookups of missing records.
@@ -110,18 +104,11 @@ func Open(dir string, o Options) (*DB, error) {
 		tee := pebble.TeeEventListener(*events, *o.Events)
 		events = &tee
 	}
-	fs, closeRing := syncFS(o)
-	opened := false
-	defer func() {
-		if !opened {
-			_ = closeRing()
-		}
-	}()
 	opts := &pebble.Options{
 		Merger:        merger,
 		Logger:        pebbleLogger{l: o.Logger, fatal: fatal},
 		EventListener: events,
-		FS:            fs,
+		FS:            o.FS,
 		// Concurrent Sync commits from several shards share one fsync; a
 		// larger memtable keeps write stalls away under sustained ingest.
 		MemTableSize:                64 << 20,
@@ -205,27 +192,7 @@ func Open(dir string, o Options) (*DB, error) {
 		}
 		d.sealer = d.runVisitorSealer()
 	}
-	d.closeRing, opened = closeRing, true
 	return d, nil
-}
-
-// syncFS is the file system Pebble gets: o.FS (the real one by default)
-// with its syncs through io_uring unless o.BlockingSync, the store is read
-// only, or the kernel refuses a ring. closeRing stops the ring after the
-// store is closed.
-func syncFS(o Options) (fs vfs.FS, closeRing func() error) {
-	fs = o.FS
-	if fs == nil {
-		fs = vfs.Default
-	}
-	if o.BlockingSync || o.ReadOnly {
-		return fs, func() error { return nil }
-	}
-	fs, closeRing, err := uringsync.New(fs)
-	if err != nil && o.Logger != nil {
-		o.Logger.Warn("fsync through io_uring unavailable, syncing with blocking system calls", "err", err)
-	}
-	return fs, closeRing
 }
 
 // numLevels is Pebble's number of LSM levels.
@@ -238,11 +205,7 @@ func (d *DB) Close() error {
 		d.sealer.close()
 		d.derived.close()
 	}
-	err := d.db.Close()
-	if cerr := d.closeRing(); err == nil {
-		err = cerr
-	}
-	return err
+	return d.db.Close()
 }
 
 // Pebble exposes the underlying database for checkpoints and metrics.

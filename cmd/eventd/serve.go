@@ -33,7 +33,7 @@ type serveConfig struct {
 	streamQueue, visitorMemory                                                  int
 	sessionIdle                                                                 time.Duration
 	fsyncDelay, derivedInterval, walMinSync                                     time.Duration
-	webhooksAllowPrivate, blockingFsync                                         bool
+	webhooksAllowPrivate                                                        bool
 	adminHost                                                                   string
 	disk                                                                        diskConfig // disk.go
 	maxInflightBody                                                             int64
@@ -60,7 +60,6 @@ func serve(args []string) error {
 	fs.DurationVar(&c.streamPong, "stream-pong", eventdhttp.DefaultStreamPong, "close a /stream connection after this long without a pong")
 	fs.DurationVar(&c.sessionIdle, "session-idle", eventdhttp.DefaultSessionIdle, "end a dashboard session after this long without a request")
 	fs.DurationVar(&c.fsyncDelay, "fsync-delay", 0, "benchmarks only: add this delay to every fsync, to emulate a slower disk")
-	fs.BoolVar(&c.blockingFsync, "blocking-fsync", false, "sync the store with blocking fsync(2) calls instead of io_uring submissions (io_uring is used where the kernel allows it)")
 	fs.DurationVar(&c.walMinSync, "wal-min-sync-interval", storage.DefaultWALMinSyncInterval, "space WAL fsyncs at least this far apart so that more commits share one (0: sync as soon as asked)")
 	fs.IntVar(&c.visitorMemory, "visitor-memory", storage.DefaultVisitorMemory, "visitor index entries of recent days held in memory (40-165 bytes each); past it the fullest day is split: what it holds is written to the store, and its later entries are held again")
 	fs.DurationVar(&c.derivedInterval, "derived-interval", storage.DefaultDerivedInterval, "how often counters and rollups held in memory are checkpointed to the store (a crash replays what came after)")
@@ -120,7 +119,7 @@ func serve(args []string) error {
 	defer enricher.Close()
 	ecfg := engine.Config{DataDir: filepath.Join(c.data, "pebble"), Shards: c.shards, Logger: log,
 		WebhooksAllowPrivate: c.webhooksAllowPrivate, DerivedInterval: c.derivedInterval, VisitorMemory: c.visitorMemory,
-		WALMinSyncInterval: c.walMinSync, BlockingSync: c.blockingFsync}
+		WALMinSyncInterval: c.walMinSync}
 	ecfg.DataRoot = c.data
 	if c.fsyncDelay > 0 {
 		ecfg.FS = vfsdelay.New(vfs.Default, c.fsyncDelay)
