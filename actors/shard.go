@@ -96,6 +96,7 @@ func (s *shard) Receive(ctx actor.Context) {
 // flush commits the batch and answers everyone who waited for it.
 func (s *shard) flush() {
 	start := time.Now()
+	events := s.batch.Len()
 	err := s.batch.Commit(true)
 	s.batch.Close()
 	s.batch = nil
@@ -110,6 +111,9 @@ func (s *shard) flush() {
 	// Before any reply: once a client has its 201, the webhook actor holds the event.
 	s.sendOutbox(err != nil)
 	n := 0
+	if err == nil && s.broadcaster != nil {
+		s.done = make([]CommittedEvent, 0, events) // handed to the broadcaster whole
+	}
 	for _, c := range s.pending {
 		rep := c.reply
 		if err != nil {
@@ -122,7 +126,9 @@ func (s *shard) flush() {
 				}
 				e := &c.write.Events[j].Event
 				rep.Results[slot] = Result{Outcome: Stored, ID: e.ID, Timestamp: e.Timestamp}
-				s.done = append(s.done, CommittedEvent{Dataset: c.write.Dataset, Event: e})
+				if s.broadcaster != nil {
+					s.done = append(s.done, CommittedEvent{Dataset: c.write.Dataset, Event: e})
+				}
 			}
 			n += len(c.write.Events)
 		}
@@ -139,7 +145,7 @@ func (s *shard) flush() {
 	clear(s.pending)
 	s.pending = s.pending[:0]
 	// Only now, after fsync, may anyone outside see these events.
-	if len(s.done) > 0 && s.broadcaster != nil {
+	if len(s.done) > 0 {
 		s.system.Root.Send(s.broadcaster, &Committed{Events: s.done})
 		s.done = nil
 	}

@@ -275,7 +275,8 @@ func (s *Server) handleBatch(ctx *fasthttp.RequestCtx) {
 	if fail == nil {
 		entries, sentAt, hasSentAt, prob := event.DecodeBatch(rq.body)
 		if prob == nil {
-			w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Admitted: rq.admitted}
+			w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Admitted: rq.admitted,
+				Events: make([]actors.Pending, 0, len(entries))}
 			allPageviews := true
 			var ec enrichCtx
 			for i := range entries {
