@@ -213,7 +213,10 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 			_ = look.Close()
 		}
 	}()
-	store := w.Events[:0:0]
+	// Sized once: a Segment batch's 100 keyed events grew these from nothing.
+	n := len(w.Events)
+	store := make([]Pending, 0, n)
+	c.slots, c.keys = make([]int, 0, n), make([]string, 0, n)
 	for i := range w.Events {
 		p := &w.Events[i]
 		if p.IdemKey != "" {
@@ -226,7 +229,7 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 				continue
 			}
 			if local == nil {
-				local = make(map[string]int)
+				local = make(map[string]int, n)
 			}
 			local[p.IdemKey] = i
 			if _, busy := k.inflight[p.IdemKey]; busy {
