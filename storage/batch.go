@@ -25,7 +25,7 @@ type Batch struct {
 	// visitors are the batch's visitor index entries; Commit writes those
 	// of days in Pebble as W keys and gives the others to memory.
 	visitors []pendingVisitor
-	vbuf     *[]pendingVisitor // where visitors came from (visitorsPool)
+	vbuf     *[]pendingVisitor // where visitors came from (batchPools)
 	maxIDMs  int64             // the latest id millisecond added (DB.idCeil)
 	// keys holds each secondary key family (Z, N, I) apart until Commit
 	// appends them to b, family after family (keyFamily).
@@ -67,10 +67,13 @@ func (b *Batch) family(f keyFamily) *pebble.Batch {
 	return b.keys[f]
 }
 
-// visitorsPool keeps the visitor entry slices of closed batches: grown
-// from nothing in every commit they were a ninth of a batch request's
-// allocated bytes.
-var visitorsPool = sync.Pool{New: func() any { return new([]pendingVisitor) }}
+// batchPools keep what a closed batch built for the next one: its rollup
+// cells, and its visitor entries' slice (grown from nothing in every
+// commit, those were a ninth of a batch request's allocated bytes).
+type batchPools struct {
+	rollups  sync.Pool // *rollups
+	visitors sync.Pool // *[]pendingVisitor
+}
 
 // NewBatch starts an empty batch.
 func (d *DB) NewBatch() *Batch {
@@ -108,7 +111,9 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 			p.e.flags = entryBot
 		}
 		if b.vbuf == nil {
-			b.vbuf = visitorsPool.Get().(*[]pendingVisitor)
+			if b.vbuf, _ = b.db.pools.visitors.Get().(*[]pendingVisitor); b.vbuf == nil {
+				b.vbuf = new([]pendingVisitor)
+			}
 			b.visitors = (*b.vbuf)[:0]
 		}
 		b.visitors = append(b.visitors, p)
@@ -225,12 +230,12 @@ func (b *Batch) Close() {
 	if b.vbuf != nil {
 		clear(b.visitors)
 		*b.vbuf = b.visitors[:0]
-		visitorsPool.Put(b.vbuf)
+		b.db.pools.visitors.Put(b.vbuf)
 		b.vbuf, b.visitors = nil, nil
 	}
 	if b.roll != nil {
 		b.roll.reset()
-		rollupPool.Put(b.roll)
+		b.db.pools.rollups.Put(b.roll)
 		b.roll = nil
 	}
 	for _, f := range b.keys {

@@ -87,6 +87,7 @@ type DB struct {
 	tableOptions sstable.WriterOptions // the bottom level's, for ingested tables
 	now          func() time.Time
 	log          *slog.Logger // Options.Logger; nil: none
+	pools        batchPools   // for Batch (batch.go)
 	// maxIDMs is the latest id millisecond a batch of this process wrote,
 	// raised before its commit (idCeil).
 	maxIDMs atomic.Int64

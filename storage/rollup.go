@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -232,8 +231,6 @@ func newRollups() *rollups {
 	return &rollups{cells: make(map[rollupCell]*rollupAgg), names: make(map[string]string)}
 }
 
-var rollupPool = sync.Pool{New: func() any { return newRollups() }}
-
 func (r *rollups) cell(ds uint32, name string, minute int64) *rollupAgg {
 	k := rollupCell{ds, name, minute}
 	a := r.cells[k]
@@ -320,7 +317,9 @@ func (b *Batch) addCount(ds uint32, name string, bot bool, ts int64, delta int64
 
 func (b *Batch) rollups() *rollups {
 	if b.roll == nil {
-		b.roll = rollupPool.Get().(*rollups)
+		if b.roll, _ = b.db.pools.rollups.Get().(*rollups); b.roll == nil {
+			b.roll = newRollups()
+		}
 	}
 	return b.roll
 }

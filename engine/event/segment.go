@@ -251,7 +251,7 @@ func (d *decoder) segBatch(env *segEnv, receivedAt int64) (msgs []SegmentMessage
 	}
 	// Sized for the body at one message per 512 bytes (Segment messages
 	// carry a context), so that a batch is not copied as it grows; at most
-	// MaxSegmentBatch/512 messages' room (230 KiB).
+	// MaxSegmentBatch/512 messages' room (about 230 KB).
 	msgs = make([]SegmentMessage, 0, min(MaxSegmentBatch/512, max(16, (len(d.data)-d.pos)/512)))
 	for {
 		d.hasDup, d.dupKey, d.tooDeep = false, nil, false
