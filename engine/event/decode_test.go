@@ -581,6 +581,7 @@ func TestDecodeBatchCounts(t *testing.T) {
 		{"hundred and one", batchOf(101, entry), -1},
 		{"a thousand", batchOf(1000, entry), -1},
 		{"hundred bad entries", batchOf(100, `{"event":"-"}`), 100},
+		{"one large entry", batchOf(1, `{"event":"a","properties":{"s":"`+strings.Repeat("x", 200_000)+`"}}`), 1},
 		{"empty", `{"events":[]}`, -1},
 		{"missing", `{"sent_at":"2026-01-15T10:30:00Z"}`, -1},
 		{"empty object", `{}`, -1},
@@ -603,6 +604,12 @@ func TestDecodeBatchCounts(t *testing.T) {
 			}
 			if len(entries) != tt.n {
 				t.Fatalf("%d entries, want %d", len(entries), tt.n)
+			}
+			// Sized from the body's length but never past the limit, so a
+			// few large entries do not reserve room for thousands; past
+			// the estimate the slice grows as any.
+			if bound := max(2*len(entries), MaxBatch+1); cap(entries) > bound {
+				t.Fatalf("room for %d entries, want at most %d", cap(entries), bound)
 			}
 		})
 	}

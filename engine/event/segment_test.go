@@ -699,3 +699,20 @@ func FuzzSegmentMessage(f *testing.F) {
 		}
 	})
 }
+
+// TestSegmentBatchRoom: the message slice is sized from the body's length,
+// but a body past MaxSegmentBatch (the HTTP layer refuses those; the
+// decoder does not rely on it) reserves no more than a full batch's room.
+func TestSegmentBatchRoom(t *testing.T) {
+	msg := `{"type":"track","event":"a","userId":"u","properties":{"s":"` + strings.Repeat("x", 30<<10) + `"}}`
+	for _, n := range []int{1, 16, 70} {
+		body := `{"batch":[` + strings.Repeat(msg+",", n-1) + msg + `]}`
+		msgs := segBatch(t, body)
+		if len(msgs) != n {
+			t.Fatalf("%d messages, want %d", len(msgs), n)
+		}
+		if bound := max(2*n, MaxSegmentBatch/512); cap(msgs) > bound {
+			t.Fatalf("%d messages of %d bytes: room for %d, want at most %d", n, len(body), cap(msgs), bound)
+		}
+	}
+}
