@@ -223,8 +223,18 @@ func intern[S ~string | ~[]byte](r *rollups, name S) string {
 // map lookups here whatever the number of levels.
 type rollups struct {
 	cells map[rollupCell]*rollupAgg
-	free  []*rollupAgg
-	names map[string]string
+	// recent are the two cells cell returned last, the latest first. An
+	// event adds to its name's cell and to every event's, and the next
+	// event of a batch mostly to the same two (to every event's one at
+	// least), so most look-ups skip hashing the name.
+	recent [2]recentCell
+	free   []*rollupAgg
+	names  map[string]string
+}
+
+type recentCell struct {
+	k rollupCell
+	a *rollupAgg
 }
 
 func newRollups() *rollups {
@@ -233,6 +243,13 @@ func newRollups() *rollups {
 
 func (r *rollups) cell(ds uint32, name string, minute int64) *rollupAgg {
 	k := rollupCell{ds, name, minute}
+	if c := r.recent[0]; c.a != nil && c.k == k {
+		return c.a
+	}
+	if c := r.recent[1]; c.a != nil && c.k == k {
+		r.recent[0], r.recent[1] = c, r.recent[0]
+		return c.a
+	}
 	a := r.cells[k]
 	if a == nil {
 		if n := len(r.free); n > 0 {
@@ -243,11 +260,13 @@ func (r *rollups) cell(ds uint32, name string, minute int64) *rollupAgg {
 		}
 		r.cells[k] = a
 	}
+	r.recent[1], r.recent[0] = r.recent[0], recentCell{k, a}
 	return a
 }
 
 // reset empties r for reuse, keeping its cells' storage.
 func (r *rollups) reset() {
+	r.recent = [2]recentCell{}
 	for k, a := range r.cells {
 		a.count = 0
 		a.hll = a.hll[:0]

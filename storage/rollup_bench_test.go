@@ -70,3 +70,26 @@ func BenchmarkIngestRollups(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDerive is what a batch of 100 events adds to its rollup cells
+// (counts, visitor sketch entries, numeric sums), with one event name and
+// with five names in turn.
+func BenchmarkDerive(b *testing.B) {
+	db := openTestDB(b, "")
+	for _, names := range []int{1, len(modelNames)} {
+		b.Run(fmt.Sprintf("names=%d", names), func(b *testing.B) {
+			events := make([]Event, 100)
+			for i := range events {
+				events[i] = Event{Name: modelNames[i%names], VisitorID: fmt.Sprintf("v-%d", i%17), HasVisitor: true,
+					Properties: []byte(`{"path":"/pricing","amount":12.5,"quantity":2}`), Timestamp: int64(planDay) + int64(i), ID: testID(uint64(i + 1))}
+			}
+			for b.Loop() {
+				bt := db.NewBatch()
+				for i := range events {
+					bt.derive(1, &events[i], false, 1, true)
+				}
+				bt.Close()
+			}
+		})
+	}
+}

@@ -653,3 +653,49 @@ func TestMaxRegistersMatchesBytewiseMax(t *testing.T) {
 		t.Errorf("rank 64 accepted: %v", err)
 	}
 }
+
+// TestRollupsRecentCells: the cells kept for the next look-up always
+// answer as the map would, across names, datasets, minutes and a reset
+// (which recycles the cells).
+func TestRollupsRecentCells(t *testing.T) {
+	type look struct {
+		ds     uint32
+		name   string
+		minute int64
+	}
+	tests := []struct {
+		name  string
+		looks []look
+	}{
+		{"one name", []look{{1, "a", 0}, {1, "", 0}, {1, "a", 0}, {1, "", 0}}},
+		{"names in turn", []look{{1, "a", 0}, {1, "", 0}, {1, "b", 0}, {1, "", 0}, {1, "c", 0}, {1, "", 0}, {1, "a", 0}, {1, "", 0}}},
+		{"a new minute", []look{{1, "a", 0}, {1, "", 0}, {1, "a", minuteMs}, {1, "", minuteMs}, {1, "a", 0}}},
+		{"another dataset", []look{{1, "a", 0}, {2, "a", 0}, {1, "a", 0}, {2, "", 0}, {1, "", 0}}},
+	}
+	r := newRollups()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for round := range 2 { // the second after a reset, with recycled cells
+				for i, l := range tt.looks {
+					r.cell(l.ds, l.name, l.minute).count++
+					if want := r.cells[rollupCell{l.ds, l.name, l.minute}]; r.cell(l.ds, l.name, l.minute) != want || want == nil {
+						t.Fatalf("round %d, look-up %d (%+v): not the map's cell", round, i, l)
+					}
+				}
+				counts := map[look]int64{}
+				for _, l := range tt.looks {
+					counts[l]++
+				}
+				for l, n := range counts {
+					if got := r.cells[rollupCell{l.ds, l.name, l.minute}].count; got != n {
+						t.Fatalf("round %d: %+v counted %d, want %d", round, l, got, n)
+					}
+				}
+				if len(r.cells) != len(counts) {
+					t.Fatalf("round %d: %d cells, want %d", round, len(r.cells), len(counts))
+				}
+				r.reset()
+			}
+		})
+	}
+}
