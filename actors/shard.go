@@ -62,10 +62,11 @@ func (s *shard) Receive(ctx actor.Context) {
 	if s.hooks != nil {
 		routes = s.hooks.eventRoutes(c.write.Dataset)
 	}
+	block := s.gen.Reserve(len(c.write.Events))
 	for i := range c.write.Events {
 		p := &c.write.Events[i]
 		var ms int64
-		p.Event.ID, ms = s.gen.Next()
+		p.Event.ID, ms = block.Next()
 		p.Event.CreatedAt = c.write.ReceivedAt
 		if p.AtReceipt {
 			p.Event.Timestamp = ms

@@ -2,6 +2,7 @@ package ids
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,80 @@ func TestHorizonHoldsBackOpenBatches(t *testing.T) {
 	if s := h.Settled(); string(s[:]) < string(idb[:]) {
 		t.Fatalf("settled %x below committed %x", s, idb)
 	}
+}
+
+// TestReserve: a reserved block hands out the ids that as many calls of
+// Next would have made: consecutive, carrying into the high bits, and the
+// generator goes on after the block.
+func TestReserve(t *testing.T) {
+	const ms = 1_700_000_000_000
+	tests := []struct {
+		name   string
+		lastMs int64  // 0: the block starts a new millisecond (random start)
+		lo     uint64 // the generator's last low bits, when lastMs is set
+		n      int
+	}{
+		{"new millisecond", 0, 0, 5},
+		{"same millisecond", ms, 41, 100},
+		{"carry inside the block", ms, ^uint64(0) - 2, 6},
+		{"carry at the block's end", ms, ^uint64(0) - 5, 5},
+		{"one", ms, 7, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &Generator{now: func() time.Time { return time.UnixMilli(ms) }, lastMs: tt.lastMs, hi: 3, lo: tt.lo}
+			b := g.Reserve(tt.n)
+			var got [][16]byte
+			for range tt.n {
+				id, m := b.Next()
+				if m != ms || Time(id) != ms {
+					t.Fatalf("millisecond %d (id's %d), want %d", m, Time(id), ms)
+				}
+				got = append(got, id)
+			}
+			after, _ := g.Next()
+			got = append(got, after)
+			for i := 1; i < len(got); i++ {
+				if !successor(got[i-1], got[i]) {
+					t.Fatalf("id %d: %x does not follow %x", i, got[i], got[i-1])
+				}
+			}
+			if tt.lastMs != 0 && !successor(idOf(ms, 3, tt.lo), got[0]) {
+				t.Fatalf("first id %x does not follow the generator's last", got[0])
+			}
+			defer func() {
+				if recover() == nil {
+					t.Fatal("Next past the block did not panic")
+				}
+			}()
+			b.Next()
+		})
+	}
+	t.Run("none", func(t *testing.T) {
+		g := &Generator{now: func() time.Time { return time.UnixMilli(ms) }, lastMs: ms, hi: 3, lo: 9}
+		g.Reserve(0)
+		if id, _ := g.Next(); id != idOf(ms, 3, 10) {
+			t.Fatalf("after Reserve(0): %x, want the generator unmoved", id)
+		}
+	})
+}
+
+func idOf(ms int64, hi uint16, lo uint64) (id [16]byte) {
+	putMs(id[:], ms)
+	binary.BigEndian.PutUint16(id[6:], hi)
+	binary.BigEndian.PutUint64(id[8:], lo)
+	return id
+}
+
+// successor reports whether b is a's id plus one in the low 80 bits, in
+// the same millisecond.
+func successor(a, b [16]byte) bool {
+	if Time(a) != Time(b) {
+		return false
+	}
+	hi, lo := binary.BigEndian.Uint16(a[6:]), binary.BigEndian.Uint64(a[8:])
+	if lo++; lo == 0 {
+		hi++
+	}
+	return b == idOf(Time(a), hi, lo)
 }
