@@ -71,6 +71,9 @@ func BenchmarkIngestRollups(b *testing.B) {
 	}
 }
 
+// benchProperties are the bench's default event's (bench.EventTemplate).
+const benchProperties = `{"amount":12.5,"currency":"EUR","sku":"sku_1","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_1","campaign":"spring_sale"}`
+
 // BenchmarkDerive is what a batch of 100 events adds to its rollup cells
 // (counts, visitor sketch entries, numeric sums), with one event name and
 // with five names in turn.
@@ -81,7 +84,7 @@ func BenchmarkDerive(b *testing.B) {
 			events := make([]Event, 100)
 			for i := range events {
 				events[i] = Event{Name: modelNames[i%names], VisitorID: fmt.Sprintf("v-%d", i%17), HasVisitor: true,
-					Properties: []byte(`{"path":"/pricing","amount":12.5,"quantity":2}`), Timestamp: int64(planDay) + int64(i), ID: testID(uint64(i + 1))}
+					Properties: []byte(benchProperties), Timestamp: int64(planDay) + int64(i), ID: testID(uint64(i + 1))}
 			}
 			for b.Loop() {
 				bt := db.NewBatch()
