@@ -219,8 +219,8 @@ func intern[S ~string | ~[]byte](r *rollups, name S) string {
 }
 
 // rollups accumulates a batch's derived data per minute cell; the overlay
-// derives hour and day buckets from the minute cells, so an event costs two
-// map lookups here whatever the number of levels.
+// derives hour and day buckets from the minute cells, so an event costs at
+// most two map lookups here whatever the number of levels.
 type rollups struct {
 	cells map[rollupCell]*rollupAgg
 	// recent are the two cells cell returned last, the latest first. An
