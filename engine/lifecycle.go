@@ -80,18 +80,6 @@ type importChunk struct {
 	keys    map[string]uint64
 }
 
-// needIDs is how many of the chunk's events need an id made (lines of an
-// export keep theirs).
-func (c *importChunk) needIDs() int {
-	n := 0
-	for i := range c.pending {
-		if c.pending[i].Event.ID == (storage.ID{}) {
-			n++
-		}
-	}
-	return n
-}
-
 func newImportChunk() *importChunk {
 	return &importChunk{ids: make(map[storage.ID]bool), keys: make(map[string]uint64)}
 }
@@ -344,10 +332,9 @@ func (im *importer) commit(c *importChunk) error {
 	defer hold.Release()
 	now := time.Now().UnixMilli()
 	done := make([]actors.CommittedEvent, 0, len(c.pending))
-	var block ids.Block
-	if n := c.needIDs(); n > 0 {
-		block = im.e.ids.Reserve(n)
-	}
+	// An id for every event; lines of an export keep theirs and leave
+	// theirs unused, a gap in the sequence that costs nothing.
+	block := im.e.ids.Reserve(len(c.pending))
 	for i := range c.pending {
 		p := &c.pending[i]
 		if p.Event.ID == (storage.ID{}) {
