@@ -31,7 +31,6 @@ type shard struct {
 
 	batch   *storage.Batch
 	pending []*commit
-	done    []CommittedEvent
 	hooks   *Webhooks     // nil: no webhooks (tests); see webhook.go
 	outbox  []outboxEvent // outbox entries in the open batch
 }
@@ -112,8 +111,9 @@ func (s *shard) flush() {
 	// Before any reply: once a client has its 201, the webhook actor holds the event.
 	s.sendOutbox(err != nil)
 	n := 0
+	var done []CommittedEvent // handed to the broadcaster whole
 	if err == nil && s.broadcaster != nil {
-		s.done = make([]CommittedEvent, 0, events) // handed to the broadcaster whole
+		done = make([]CommittedEvent, 0, events)
 	}
 	for _, c := range s.pending {
 		rep := c.reply
@@ -128,7 +128,7 @@ func (s *shard) flush() {
 				e := &c.write.Events[j].Event
 				rep.Results[slot] = Result{Outcome: Stored, ID: e.ID, Timestamp: e.Timestamp}
 				if s.broadcaster != nil {
-					s.done = append(s.done, CommittedEvent{Dataset: c.write.Dataset, Event: e})
+					done = append(done, CommittedEvent{Dataset: c.write.Dataset, Event: e})
 				}
 			}
 			n += len(c.write.Events)
@@ -146,9 +146,8 @@ func (s *shard) flush() {
 	clear(s.pending)
 	s.pending = s.pending[:0]
 	// Only now, after fsync, may anyone outside see these events.
-	if len(s.done) > 0 {
-		s.system.Root.Send(s.broadcaster, &Committed{Events: s.done})
-		s.done = nil
+	if len(done) > 0 {
+		s.system.Root.Send(s.broadcaster, &Committed{Events: done})
 	}
 }
 
