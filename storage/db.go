@@ -11,6 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/eventd/eventd/storage/wakeup"
 )
 
 // Options configure Open.
@@ -51,8 +53,15 @@ type Options struct {
 // requests/s arriving spread out (the enterprise scenario) it cut server CPU
 // per request by 11% and left single's closed loop as it was; 1 ms cut
 // more CPU but took closed-loop single ingest from 0.32 to 0.19 of the
-// no-op (docs/benchmarks.md).
+// no-op. Kept to the microsecond (wakeup), 300 µs did as well in single as
+// 150 µs and better than 500 µs, 700 µs and 1 ms (docs/benchmarks.md,
+// session 16).
 const DefaultWALMinSyncInterval = 300 * time.Microsecond
+
+// wakeMargin puts the wake-up after Pebble's sync timer, which Pebble sets
+// just after asking for the interval: woken before it is due, the runtime
+// would sleep again for the rounded-up millisecond.
+const wakeMargin = 10 * time.Microsecond
 
 // DefaultCacheSize is the block cache when Options.CacheSize is 0. Pebble's
 // own default (8 MiB) makes every idempotency check and analytics sum read
@@ -63,6 +72,7 @@ const DefaultCacheSize = 256 << 20
 // DB is eventd's store.
 type DB struct {
 	db       *pebble.DB
+	wake     *wakeup.Timer // fires Pebble's WAL min-sync timer on time (package wakeup)
 	fatal    *fatalState
 	readOnly bool
 	derived  *derived
@@ -124,10 +134,27 @@ func Open(dir string, o Options) (*DB, error) {
 	// table of them overlaps little below it, and compactions rewrite
 	// 40% fewer bytes (docs/benchmarks.md, session 10).
 	opts.Experimental.SpanPolicyFunc = splitAtPrefix
-	if o.WALMinSyncInterval > 0 {
+	var wake *wakeup.Timer
+	if o.WALMinSyncInterval > 0 && !o.ReadOnly {
 		interval := o.WALMinSyncInterval
-		opts.WALMinSyncInterval = func() time.Duration { return interval }
+		var err error
+		if wake, err = wakeup.New(); err != nil && o.Logger != nil {
+			o.Logger.Warn("WAL syncs may wait up to 1 ms longer than --wal-min-sync-interval", "err", err)
+		}
+		// Pebble calls this after each sync and then sets a runtime timer
+		// for the interval; the wake-up, due just after it, makes it fire on
+		// time in a process that is otherwise idle (package wakeup).
+		opts.WALMinSyncInterval = func() time.Duration {
+			wake.Arm(interval + wakeMargin)
+			return interval
+		}
 	}
+	opened := false
+	defer func() {
+		if !opened {
+			_ = wake.Close()
+		}
+	}()
 	// Bloom filters on every level: idempotency checks and import dedupe are
 	// point lookups that mostly miss, and without a filter each miss reads
 	// an index and a data block per level.
@@ -150,7 +177,7 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
 	commits := &inflight{}
-	d := &DB{db: db, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
+	d := &DB{db: db, wake: wake, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
 		vmem: newVisitorMem(o.VisitorMemory, commits), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}
 	if err := d.openRecords(o); err != nil {
@@ -193,6 +220,7 @@ func Open(dir string, o Options) (*DB, error) {
 		}
 		d.sealer = d.runVisitorSealer()
 	}
+	opened = true
 	return d, nil
 }
 
@@ -206,7 +234,9 @@ func (d *DB) Close() error {
 		d.sealer.close()
 		d.derived.close()
 	}
-	return d.db.Close()
+	err := d.db.Close()
+	_ = d.wake.Close() // after Pebble: it arms the timer until its WAL is closed
+	return err
 }
 
 // Pebble exposes the underlying database for checkpoints and metrics.
