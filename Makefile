@@ -15,11 +15,13 @@ run: build
 
 # test: static checks, then every package under the race detector (unit
 # tests, fuzz seed corpora, and the end-to-end suite in ./test, which builds
-# and starts the real binary on loopback), then the Go client, a module of
-# its own (http/client/go.mod) that ./... does not reach.
+# and starts the real binary on loopback), then the Go client and the trace
+# reader, modules of their own (http/client/go.mod, tools/tracegaps/go.mod)
+# that ./... does not reach.
 test: vet fmt-check browser-deps
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	cd http/client && $(GO) test -race -count=1 -timeout 10m ./...
+	cd tools/tracegaps && $(GO) test -race -count=1 -timeout 5m ./...
 
 # browser-deps: what the browser tests (test/tjs_test.go, analytics.js in
 # test/segment_browser_test.go, analytics-node in test/segment_test.go) need: Debian's
@@ -70,6 +72,7 @@ image:
 vet:
 	$(GO) vet $(PKGS)
 	cd http/client && $(GO) vet ./...
+	cd tools/tracegaps && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

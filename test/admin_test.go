@@ -1162,3 +1162,19 @@ func newAdminTestRequest(method, url, key, body string) (*http.Request, error) {
 	}
 	return req, nil
 }
+
+// TestAdminExecutionTrace: the admin listener serves a runtime execution
+// trace, which eventd-bench --trace saves and tools/tracegaps reads; only
+// with the token.
+func TestAdminExecutionTrace(t *testing.T) {
+	s := Start(t)
+	if r := Do(t, "GET", s.Admin+"/debug/pprof/trace?seconds=1", "", nil); r.Status != 401 {
+		t.Fatalf("trace without the token: %d, want 401", r.Status)
+	}
+	r := Do(t, "GET", s.Admin+"/debug/pprof/trace?seconds=1", s.Token, nil)
+	// A trace file starts with its Go version header, e.g. "go 1.26 trace".
+	head := r.Body[:min(16, len(r.Body))]
+	if r.Status != 200 || !bytes.HasPrefix(head, []byte("go 1.")) || !bytes.Contains(head, []byte(" trace")) {
+		t.Fatalf("trace: %d, starts %q", r.Status, head)
+	}
+}

@@ -14,6 +14,7 @@
 //	go run ./cmd/eventd-bench --scenarios single --rounds 5 --duration 10s
 //	go run ./cmd/eventd-bench --fsync-delay 1ms     # emulate a cloud disk
 //	go run ./cmd/eventd-bench --pprof prof/         # CPU and allocation profiles
+//	go run ./cmd/eventd-bench --trace traces/       # execution traces (tools/tracegaps)
 //	go run ./cmd/eventd-bench --soak 10m            # is server memory flat?
 package main
 
@@ -65,6 +66,7 @@ type options struct {
 	serveSubs       bool
 	batchSize       int
 	pprofDir        string
+	traceDir        string
 	soak            time.Duration
 	soakRate        float64
 	keys            int
@@ -107,6 +109,7 @@ func run(args []string) int {
 	fs.DurationVar(&o.fsyncDelay, "fsync-delay", 0, "extra time per fsync, in eventd (serve --fsync-delay) and in the Pebble ceiling: emulates a slower disk")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.StringVar(&o.pprofDir, "pprof", "", "directory for the server's CPU and allocation profiles, one extra profiled run per scenario and eventd subject")
+	fs.StringVar(&o.traceDir, "trace", "", "directory for the server's 2 s execution traces, one extra traced run per scenario and eventd subject (read them with tools/tracegaps)")
 	fs.DurationVar(&o.soak, "soak", 0, "long run that checks whether server memory stays flat (e.g. 10m); alone unless --scenarios is given too")
 	fs.Float64Var(&o.soakRate, "soak-rate", 0, "open-loop rate of the soak in requests/s; 0: closed loop, 64 connections, as fast as it goes")
 	fs.IntVar(&o.keys, "keys", 500, "enterprise scenario: number of keys")
@@ -148,6 +151,7 @@ examples:
   eventd-bench --target http://127.0.0.1:8080 --key sk_live_... [--admin-url http://127.0.0.1:8081 --admin-token ...]
   eventd-bench --fsync-delay 1ms                 a slow disk, for eventd and the Pebble ceiling
   eventd-bench --pprof prof/                     save CPU and allocation profiles per scenario
+  eventd-bench --trace traces/                   save a 2 s execution trace per scenario (tools/tracegaps reads it)
   eventd-bench --soak 10m                        memory over a long run
 `)
 	}
@@ -360,10 +364,13 @@ func benchMain(ctx context.Context, o *options) error {
 		return fmt.Errorf("pebble ceiling: %w", err)
 	}
 	defer e.pebble.Close()
-	if o.pprofDir != "" {
+	for _, d := range []struct{ flag, dir string }{{"--pprof", o.pprofDir}, {"--trace", o.traceDir}} {
+		if d.dir == "" {
+			continue
+		}
 		if e.admin == nil {
-			info("note: --pprof needs the admin API (started server, or --admin-url/--admin-token); no profiles")
-		} else if err := os.MkdirAll(o.pprofDir, 0o755); err != nil {
+			info("note: %s needs the admin API (started server, or --admin-url/--admin-token); nothing saved", d.flag)
+		} else if err := os.MkdirAll(d.dir, 0o755); err != nil {
 			return err
 		}
 	}
@@ -551,6 +558,19 @@ func runScenario(ctx context.Context, e *env, prog *progress, name, phase string
 			sc.Profiles = append(sc.Profiles, files...)
 		}
 	}
+	if e.o.traceDir != "" && e.admin != nil {
+		for _, s := range all {
+			if !s.server {
+				continue
+			}
+			file, err := traceRun(ctx, e, prog, display, s)
+			if err != nil {
+				prog.note("trace of %s %s: %v", display, s.name, err)
+				continue
+			}
+			sc.Profiles = append(sc.Profiles, file)
+		}
+	}
 	if p.judge != nil {
 		p.judge(sc)
 	}
@@ -599,8 +619,7 @@ var nonSlug = regexp.MustCompile(`[^a-zA-Z0-9]+`)
 // with go tool pprof -base.
 func profileRun(ctx context.Context, e *env, prog *progress, scenario string, s subject) ([]string, error) {
 	secs := max(int(math.Ceil(e.o.duration.Seconds())), 3)
-	slug := func(s string) string { return strings.Trim(nonSlug.ReplaceAllString(s, "-"), "-") }
-	base := filepath.Join(e.o.pprofDir, slug(scenario)+"-"+slug(s.name))
+	base := filepath.Join(e.o.pprofDir, fileSlug(scenario)+"-"+fileSlug(s.name))
 	files := []string{base + ".allocs.before.pprof", base + ".cpu.pprof", base + ".allocs.pprof"}
 	if s.prepare != nil {
 		// The profile is of the run, not of its preparation (a backlog load).
@@ -628,6 +647,33 @@ func profileRun(ctx context.Context, e *env, prog *progress, scenario string, s 
 	}
 	return files, nil
 }
+
+// traceSeconds is the length of a --trace run's execution trace: a trace
+// takes some 3 MB a second of a loaded eventd.
+const traceSeconds = 2
+
+// traceRun runs a subject once more while the server records an execution
+// trace, for tools/tracegaps: where eventd waited rather than computed.
+func traceRun(ctx context.Context, e *env, prog *progress, scenario string, s subject) (string, error) {
+	file := filepath.Join(e.o.traceDir, fileSlug(scenario)+"-"+fileSlug(s.name)+".trace")
+	if s.prepare != nil {
+		if err := s.prepare(ctx, prog); err != nil {
+			return "", err
+		}
+		s.prepare = nil
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- e.admin.SaveProfile(ctx, "trace", fmt.Sprintf("seconds=%d", traceSeconds), file) }()
+	// As for a profile, the load outlasts the trace window.
+	_, err := measure(ctx, e, prog, s, traceSeconds*time.Second+700*time.Millisecond, scenario+" trace")
+	if terr := <-errc; terr != nil {
+		return "", terr
+	}
+	return file, err
+}
+
+// fileSlug makes a scenario or subject name fit a file name.
+func fileSlug(s string) string { return strings.Trim(nonSlug.ReplaceAllString(s, "-"), "-") }
 
 // analyticsStatus says why the analytics scenario did not run.
 func analyticsStatus(ctx context.Context, e *env) string {
