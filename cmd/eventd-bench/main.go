@@ -546,29 +546,22 @@ func runScenario(ctx context.Context, e *env, prog *progress, name, phase string
 			}
 		}
 	}
-	if e.o.pprofDir != "" && e.admin != nil {
+	for _, x := range []struct {
+		what, dir string
+		run       func(context.Context, *env, *progress, string, subject) ([]string, error)
+	}{{"profile", e.o.pprofDir, profileRun}, {"trace", e.o.traceDir, traceRun}} {
+		if x.dir == "" || e.admin == nil {
+			continue
+		}
 		for _, s := range all {
 			if !s.server {
 				continue
 			}
-			files, err := profileRun(ctx, e, prog, display, s)
+			files, err := x.run(ctx, e, prog, display, s)
 			if err != nil {
-				prog.note("profile of %s %s: %v", display, s.name, err)
+				prog.note("%s of %s %s: %v", x.what, display, s.name, err)
 			}
 			sc.Profiles = append(sc.Profiles, files...)
-		}
-	}
-	if e.o.traceDir != "" && e.admin != nil {
-		for _, s := range all {
-			if !s.server {
-				continue
-			}
-			file, err := traceRun(ctx, e, prog, display, s)
-			if err != nil {
-				prog.note("trace of %s %s: %v", display, s.name, err)
-				continue
-			}
-			sc.Profiles = append(sc.Profiles, file)
 		}
 	}
 	if p.judge != nil {
@@ -654,11 +647,11 @@ const traceSeconds = 2
 
 // traceRun runs a subject once more while the server records an execution
 // trace, for tools/tracegaps: where eventd waited rather than computed.
-func traceRun(ctx context.Context, e *env, prog *progress, scenario string, s subject) (string, error) {
+func traceRun(ctx context.Context, e *env, prog *progress, scenario string, s subject) ([]string, error) {
 	file := filepath.Join(e.o.traceDir, fileSlug(scenario)+"-"+fileSlug(s.name)+".trace")
 	if s.prepare != nil {
 		if err := s.prepare(ctx, prog); err != nil {
-			return "", err
+			return nil, err
 		}
 		s.prepare = nil
 	}
@@ -667,9 +660,9 @@ func traceRun(ctx context.Context, e *env, prog *progress, scenario string, s su
 	// As for a profile, the load outlasts the trace window.
 	_, err := measure(ctx, e, prog, s, traceSeconds*time.Second+700*time.Millisecond, scenario+" trace")
 	if terr := <-errc; terr != nil {
-		return "", terr
+		return nil, terr
 	}
-	return file, err
+	return []string{file}, err
 }
 
 // fileSlug makes a scenario or subject name fit a file name.
