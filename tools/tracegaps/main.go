@@ -65,8 +65,9 @@ type Stats struct {
 	IdleGaps  []time.Duration // stretches with no P running
 }
 
-// LongIdle is the idle stretch worth counting: longer than the runtime's
-// own hand-offs, as long as a timer rounded up to the millisecond.
+// LongIdle is the idle stretch worth counting: far longer than the
+// runtime's own hand-offs between goroutines, half of the millisecond an
+// idle process rounds a short timer up to.
 const LongIdle = 500 * time.Microsecond
 
 // Summarize reads a trace; win, if not nil, also collects its timeline.
@@ -124,8 +125,8 @@ func Summarize(r io.Reader, win *window) (*Stats, error) {
 		case trace.ResourceGoroutine:
 			id := st.Resource.Goroutine()
 			from, to := st.Goroutine()
-			// A syscall whose P is taken away shows a Syscall-to-Syscall
-			// transition: the call has neither ended nor begun again.
+			// Only a transition out of Syscall ends the call, and only one
+			// into it from another state begins one.
 			if t0, ok := fsyncStart[id]; ok && from == trace.GoSyscall && to != trace.GoSyscall {
 				s.Fsyncs = append(s.Fsyncs, time.Duration(ev.Time()-t0))
 				if lastSyncEnd != 0 {
