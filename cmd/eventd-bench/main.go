@@ -614,25 +614,13 @@ func profileRun(ctx context.Context, e *env, prog *progress, scenario string, s 
 	secs := max(int(math.Ceil(e.o.duration.Seconds())), 3)
 	base := filepath.Join(e.o.pprofDir, fileSlug(scenario)+"-"+fileSlug(s.name))
 	files := []string{base + ".allocs.before.pprof", base + ".cpu.pprof", base + ".allocs.pprof"}
-	if s.prepare != nil {
-		// The profile is of the run, not of its preparation (a backlog load).
-		if err := s.prepare(ctx, prog); err != nil {
-			return nil, err
-		}
-		s.prepare = nil
+	if err := prepareOnce(ctx, prog, &s); err != nil {
+		return nil, err
 	}
 	if err := e.admin.SaveProfile(ctx, "allocs", "", files[0]); err != nil {
 		return nil, err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- e.admin.SaveProfile(ctx, "profile", fmt.Sprintf("seconds=%d", secs), files[1]) }()
-	// The load runs a little longer than the profile so that the whole
-	// profile window is under load.
-	_, err := measure(ctx, e, prog, s, time.Duration(secs)*time.Second+700*time.Millisecond, scenario+" profile")
-	if perr := <-errc; perr != nil {
-		return nil, perr
-	}
-	if err != nil {
+	if _, err := recordDuring(ctx, e, prog, scenario+" profile", s, "profile", secs, files[1]); err != nil {
 		return nil, err
 	}
 	if err := e.admin.SaveProfile(ctx, "allocs", "", files[2]); err != nil {
@@ -649,20 +637,40 @@ const traceSeconds = 2
 // trace, for tools/tracegaps: where eventd waited rather than computed.
 func traceRun(ctx context.Context, e *env, prog *progress, scenario string, s subject) ([]string, error) {
 	file := filepath.Join(e.o.traceDir, fileSlug(scenario)+"-"+fileSlug(s.name)+".trace")
-	if s.prepare != nil {
-		if err := s.prepare(ctx, prog); err != nil {
-			return nil, err
-		}
-		s.prepare = nil
+	if err := prepareOnce(ctx, prog, &s); err != nil {
+		return nil, err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- e.admin.SaveProfile(ctx, "trace", fmt.Sprintf("seconds=%d", traceSeconds), file) }()
-	// As for a profile, the load outlasts the trace window.
-	_, err := measure(ctx, e, prog, s, traceSeconds*time.Second+700*time.Millisecond, scenario+" trace")
-	if terr := <-errc; terr != nil {
-		return nil, terr
+	saved, err := recordDuring(ctx, e, prog, scenario+" trace", s, "trace", traceSeconds, file)
+	if !saved {
+		return nil, err
 	}
 	return []string{file}, err
+}
+
+// prepareOnce runs s's preparation (a backlog load) now, so that a
+// recording is of the run, not of its preparation, and clears it so that
+// measure does not run it again.
+func prepareOnce(ctx context.Context, prog *progress, s *subject) error {
+	if s.prepare == nil {
+		return nil
+	}
+	err := s.prepare(ctx, prog)
+	s.prepare = nil
+	return err
+}
+
+// recordDuring runs subject s once more, for secs seconds and a little
+// longer so that the whole recording window is under load, while the
+// server records /debug/pprof/<name>?seconds=secs into file. saved says
+// the recording was written; err is its failure, else the run's.
+func recordDuring(ctx context.Context, e *env, prog *progress, label string, s subject, name string, secs int, file string) (saved bool, err error) {
+	errc := make(chan error, 1)
+	go func() { errc <- e.admin.SaveProfile(ctx, name, fmt.Sprintf("seconds=%d", secs), file) }()
+	_, err = measure(ctx, e, prog, s, time.Duration(secs)*time.Second+700*time.Millisecond, label)
+	if rerr := <-errc; rerr != nil {
+		return false, rerr
+	}
+	return true, err
 }
 
 // fileSlug makes a scenario or subject name fit a file name.
