@@ -135,17 +135,21 @@ func Summarize(r io.Reader, win *window) (*Stats, error) {
 				lastSyncEnd = ev.Time()
 				delete(fsyncStart, id)
 			}
-			if to == trace.GoSyscall && from != trace.GoSyscall && inStack(ev.Stack(), "unix.Fdatasync") {
+			fsync := to == trace.GoSyscall && inStack(ev.Stack(), fsyncFunc)
+			if fsync && from != trace.GoSyscall {
 				fsyncStart[id] = ev.Time()
 			}
 			if win != nil {
-				win.add(ev, first, id, to)
+				win.add(ev, first, id, to, fsync)
 			}
 		}
 	}
 	s.Duration = time.Duration(last - first)
 	return s, nil
 }
+
+// fsyncFunc is the call Pebble's WAL syncs through.
+const fsyncFunc = "unix.Fdatasync"
 
 func inStack(st trace.Stack, fn string) bool {
 	for f := range st.Frames() {
@@ -224,8 +228,9 @@ func parseWindow(s string) (*window, error) {
 }
 
 // add books the time since the last transition, then moves goroutine id
-// to the column of its new state.
-func (w *window) add(ev trace.Event, first trace.Time, id trace.GoID, to trace.GoState) {
+// to the column of its new state; fsync says the state is a syscall in
+// fsyncFunc.
+func (w *window) add(ev trace.Event, first trace.Time, id trace.GoID, to trace.GoState, fsync bool) {
 	now := time.Duration(ev.Time() - first)
 	if w.lastT != 0 {
 		w.book(time.Duration(w.lastT-first), now)
@@ -244,7 +249,7 @@ func (w *window) add(ev trace.Event, first trace.Time, id trace.GoID, to trace.G
 			col = 3
 		}
 	case trace.GoSyscall:
-		if inStack(ev.Stack(), "unix.Fdatasync") {
+		if fsync {
 			col = 4
 		}
 	}
