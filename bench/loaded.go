@@ -124,10 +124,11 @@ type StoreLoad struct {
 	Rate     float64    `json:"events_per_s"`
 	How      string     `json:"how"`
 	State    StoreState `json:"state_after"`
-	// QuiesceS is how long the bench then waited for the store's flushes
-	// and compactions (the in-process ceiling only; eventd is not waited
-	// for: its compaction debt is the steady state being measured).
-	QuiesceS float64 `json:"quiesce_s,omitempty"`
+	// CompactS is how long the bench then took to compact the store down
+	// (the in-process ceiling only; eventd is not waited for: its
+	// compaction debt is the steady state being measured). State is read
+	// after it.
+	CompactS float64 `json:"compact_s,omitempty"`
 }
 
 // LoadedRow compares one scenario's fresh and loaded runs.
@@ -226,8 +227,8 @@ func WriteLoadedTable(w io.Writer, p *LoadedPhase) {
 	fmt.Fprintf(w, "\nfresh vs loaded (each store took %s more events after the fresh runs):\n", groupThousands(int64(p.Events)))
 	for _, l := range p.Loads {
 		q := ""
-		if l.QuiesceS > 0 {
-			q = fmt.Sprintf(", then %.1f s for its compactions", l.QuiesceS)
+		if l.CompactS > 0 {
+			q = fmt.Sprintf(", then %.1f s to compact it", l.CompactS)
 		}
 		fmt.Fprintf(w, "  %s: %s events in %.1f s (%s, %s)%s; then %s\n", l.Subject, groupThousands(int64(l.Events)), l.ElapsedS,
 			FormatRate(l.Rate, UnitEvents), l.How, q, l.State)

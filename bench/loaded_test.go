@@ -105,14 +105,14 @@ func TestCompareLoadedAndTable(t *testing.T) {
 	var b strings.Builder
 	WriteLoadedTable(&b, &LoadedPhase{Events: 5_000_000, Rows: []LoadedRow{row}, Loads: []StoreLoad{
 		{Subject: "eventd", Events: 5_000_000, ElapsedS: 40, Rate: 125_000, How: "batches", State: StoreState{DiskBytes: 3 << 30}},
-		{Subject: "pebble", Events: 5_000_000, ElapsedS: 20, Rate: 250_000, How: "raw", QuiesceS: 4.5,
+		{Subject: "pebble", Events: 5_000_000, ElapsedS: 20, Rate: 250_000, How: "raw", CompactS: 4.5,
 			State: StoreState{DiskBytes: 2 << 30, HasLSM: true, L0Tables: 7, L0Sublevels: 3, Compactions: 1, CompactionDebt: 100 << 20}},
 	}})
 	out := b.String()
 	for _, want := range []string{
 		"each store took 5,000,000 more events",
 		"eventd: 5,000,000 events in 40.0 s (125,000 events/s, batches); then 3.0 GiB on disk",
-		"then 4.5 s for its compactions; then 2.0 GiB on disk, L0 7 tables in 3 sublevels, 1 compactions running, compaction debt 100.0 MiB",
+		"then 4.5 s to compact it; then 2.0 GiB on disk, L0 7 tables in 3 sublevels, 1 compactions running, compaction debt 100.0 MiB",
 		"loaded/fresh", "ratio fresh", "p99 loaded",
 		"20,000 req/s", "15,000 req/s", "0.75", "noop", "0.50", "0.38",
 	} {
@@ -168,17 +168,20 @@ func TestPebbleFillAndState(t *testing.T) {
 	}
 }
 
-// TestPebbleSettle: a store without debt settles at once, and the wait is
-// bounded by max.
-func TestPebbleSettle(t *testing.T) {
+// TestPebbleCompact: after Compact the ceiling's records are all below L0
+// and it owes no compaction, so its loaded rounds start with nothing
+// deferred.
+func TestPebbleCompact(t *testing.T) {
 	b := openTestBaseline(t)
-	if d := b.Settle(context.Background(), 10*time.Second); d >= 10*time.Second {
-		t.Errorf("an empty store waited %v", d)
+	if _, err := b.Run(context.Background(), PebbleRun{Committers: 2, EventsPerCommit: 100, MaxEvents: 2000}); err != nil {
+		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if d := b.Settle(ctx, 10*time.Second); d >= 10*time.Second {
-		t.Errorf("a cancelled wait took %v", d)
+	if _, err := b.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := b.State()
+	if st.L0Tables != 0 || st.CompactionDebt != 0 || st.DiskBytes <= 0 {
+		t.Errorf("state after Compact: %s", st)
 	}
 }
 
