@@ -173,8 +173,16 @@ func TestPebbleFillAndState(t *testing.T) {
 // deferred.
 func TestPebbleCompact(t *testing.T) {
 	b := openTestBaseline(t)
-	if _, err := b.Run(context.Background(), PebbleRun{Committers: 2, EventsPerCommit: 100, MaxEvents: 2000}); err != nil {
-		t.Fatal(err)
+	for range 2 { // two flushed tables in L0
+		if _, err := b.Run(context.Background(), PebbleRun{Committers: 2, EventsPerCommit: 100, MaxEvents: 2000}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := b.State(); st.L0Tables == 0 {
+		t.Fatalf("state before Compact: %s; want tables in L0", st)
 	}
 	if _, err := b.Compact(context.Background()); err != nil {
 		t.Fatal(err)
