@@ -26,14 +26,15 @@ import (
 // (docs/benchmarks.md, session 8).
 //
 // Which days are in memory: every day from first on. A day whose memory
-// passed its bound is split, not sealed: what it holds is written as
-// tables like a day that is over, and it goes on in memory with an empty
-// part from a timestamp on (since; now less visitorSplitSlack). Its
-// entries from that timestamp on go to the memory part; the few committed
-// later with an earlier timestamp (sent late, or queued across the split)
-// are written to Pebble as W keys, as every entry of a day before first
-// is. A reader of a split day merges its Pebble entries into its memory
-// view (memView). first and the split days are stored in the
+// passed its bound is split, not sealed: what it holds is frozen and
+// written as tables like a day that is over, while the day goes on in
+// memory with a new part, from a timestamp on (since: when the part was
+// frozen, less visitorSplitSlack). Until the tables are in, readers take
+// both parts (frozen). Its entries from since on go to the memory part;
+// the few committed later with an earlier timestamp (sent late, or queued
+// across the split) are written to Pebble as W keys, as every entry of a
+// day before first is. A reader of a split day merges its Pebble entries
+// into its memory view (memView). first and the split days are stored in the
 // visitorDaysKey and visitorSplitsKey records and change only when a day
 // is sealed or split. Nothing else about the memory is stored: the name
 // index holds the visitor of each event (N ds name ts id -> visitor), so
@@ -50,11 +51,15 @@ type visitorMem struct {
 	// dataset deletion out while a day is being written.
 	sealMu sync.Mutex
 
-	mu      sync.Mutex
-	first   uint32           // days before first are in Pebble
-	since   map[uint32]int64 // split days: the memory part holds the entries from this timestamp on
-	days    map[uint32]*memDay
-	entries int // held in all days, removed ones included (they take memory until their day is sealed or split)
+	mu    sync.Mutex
+	first uint32           // days before first are in Pebble
+	since map[uint32]int64 // split days: the memory part holds the entries from this timestamp on
+	days  map[uint32]*memDay
+	// frozen holds the part of a day being split that its tables are
+	// being written from: commits go on into the day's new part in days,
+	// readers take both until the split's switch (visitorseal.go).
+	frozen  map[uint32]*memDay
+	entries int // held in all days and frozen parts, removed ones included (they take memory until their day is sealed or split)
 	// names interns event names: an entry holds an index.
 	names   []string
 	nameIdx map[string]uint32
@@ -273,7 +278,7 @@ func newVisitorMem(max int, commits *inflight) *visitorMem {
 	if max <= 0 {
 		max = DefaultVisitorMemory
 	}
-	return &visitorMem{first: math.MaxUint32, since: map[uint32]int64{}, days: map[uint32]*memDay{},
+	return &visitorMem{first: math.MaxUint32, since: map[uint32]int64{}, days: map[uint32]*memDay{}, frozen: map[uint32]*memDay{},
 		nameIdx: map[string]uint32{}, max: max, sealChunks: arenaSealChunks, kick: make(chan struct{}, 1),
 		seed: maphash.MakeSeed(), commits: commits}
 }
@@ -401,12 +406,19 @@ func (m *visitorMem) view(ds uint32, visitor string, first, last uint32, extra [
 			mv.days = append(mv.days, memDayView{day: day, entries: s})
 		}
 	}
+	touched := map[int]bool{}
+	for day, md := range m.frozen { // a split's part whose tables are not in yet
+		if day >= first && day <= last {
+			for _, e := range md.collect(h, v) {
+				touched[mv.add(day, e)] = true
+			}
+		}
+	}
 	for day := range m.since {
 		if day >= first && day <= last {
 			mv.split = append(mv.split, day)
 		}
 	}
-	touched := map[int]bool{}
 	for _, p := range extra {
 		if day := visitorDay(p.e.ts); day >= first && day <= last && m.inMemory(day) {
 			e := p.e

@@ -192,23 +192,26 @@ func TestVisitorMem(t *testing.T) {
 	db = db.reopen(t)
 	m.check(db.DB, "reopened")
 
-	// Entries committed while a day's tables are written go in with the
-	// switch.
+	// Entries committed while a split day's tables are written go to its
+	// new part, and readers take both parts.
 	mem := db.vmem
-	mem.mu.Lock()
-	md := mem.days[first+2]
-	snap := md.snapshot()
-	mem.mu.Unlock()
+	fz, ok := db.freezeVisitorDay(first + 2)
+	if !ok {
+		t.Fatalf("day %d is not in memory", first+2)
+	}
 	m.write(db.DB, first+3, 60) // days first to first+5: some on first+2
-	if md.n == snap.n {
-		t.Fatal("no entry added while the day was written")
+	mem.mu.Lock()
+	added := mem.days[first+2].n
+	mem.mu.Unlock()
+	if added == 0 || fz.md.n != fz.snap.n {
+		t.Fatalf("while the day was written: %d entries in its new part, %d added to the frozen one", added, fz.md.n-fz.snap.n)
 	}
 	m.check(db.DB, "while the day is written")
-	paths, datasets, err := db.writeVisitorTables(first+2, snap, mem.names)
+	paths, datasets, err := db.writeVisitorTables(first+2, fz.snap, fz.names)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.switchVisitorDay(first+2, md, snap.n, paths, datasets, false); err != nil {
+	if err := db.switchVisitorDay(first+2, false, fz, paths, datasets); err != nil {
 		t.Fatal(err)
 	}
 	m.check(db.DB, "after the switch")
@@ -217,13 +220,13 @@ func TestVisitorMem(t *testing.T) {
 	// split) is still in memory and its tables are in Pebble too.
 	f := memFirst(db.DB)
 	mem.mu.Lock()
-	md = mem.days[f]
+	md := mem.days[f]
 	mem.mu.Unlock()
 	if md == nil {
 		t.Fatalf("no entry on day %d", f)
 	}
 	mem.mu.Lock()
-	snap = md.snapshot()
+	snap := md.snapshot()
 	mem.mu.Unlock()
 	paths, _, err = db.writeVisitorTables(f, snap, mem.names)
 	if err != nil {

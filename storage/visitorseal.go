@@ -144,13 +144,16 @@ func (md *memDay) snapshot() daySnapshot {
 // bottom level), ingested, and then, in one synced batch, the entries that
 // commits added while the tables were written and the new visitorDaysKey
 // and visitorSplitsKey records. A day that is over leaves memory; any
-// other is split (visitormem.go). Until that batch commits the day's
+// other is split (splitVisitorDay). Until that batch commits the day's
 // memory is unchanged, and readers use the memory where the ingested keys
 // repeat it, so a crash at any point leaves a consistent store.
 func (d *DB) sealVisitorDay(day uint32, over bool) error {
 	m := d.vmem
 	m.sealMu.Lock()
 	defer m.sealMu.Unlock()
+	if !over {
+		return d.splitVisitorDay(day)
+	}
 	m.mu.Lock()
 	if !m.inMemory(day) {
 		m.mu.Unlock()
@@ -161,30 +164,116 @@ func (d *DB) sealVisitorDay(day uint32, over bool) error {
 		md = newMemDay()
 		m.days[day] = md
 	}
-	snap := md.snapshot()
-	names := m.names
+	dt := dayTables{md: md, snap: md.snapshot(), names: m.names, at: d.now()}
 	m.mu.Unlock()
 
-	paths, datasets, err := d.writeVisitorTables(day, snap, names)
+	paths, datasets, err := d.writeDayTables(day, dt.snap, dt.names)
+	if err == nil {
+		err = d.switchVisitorDay(day, true, dt, paths, datasets)
+	}
+	d.removeDayTables(paths)
+	return err
+}
+
+// writeDayTables writes a day's tables (writeVisitorTables), then syncs
+// the WAL: no ingested key may name an event a crash can still lose:
+// readers take a split day's Pebble keys as entries, and a stale key of a
+// dataset the day's next tables do not hold is never cleared. eventd
+// commits events with sync, but Batch.Commit allows one without; one
+// fsync per seal covers both.
+func (d *DB) writeDayTables(day uint32, snap daySnapshot, names []string) (paths []string, datasets []uint32, err error) {
+	paths, datasets, err = d.writeVisitorTables(day, snap, names)
 	if err == nil && len(paths) > 0 {
-		// No ingested key may name an event a crash can still lose:
-		// readers take a split day's Pebble keys as entries, and a stale
-		// key of a dataset the day's next tables do not hold is never
-		// cleared. eventd commits events with sync, but Batch.Commit
-		// allows one without; one fsync per seal covers both.
 		err = d.apply(func() error { return d.db.LogData(nil, pebble.Sync) })
 	}
-	if err == nil {
-		err = d.switchVisitorDay(day, md, snap.n, paths, datasets, over)
-	}
-	if err == nil && !over && d.log != nil { // past --visitor-memory: an operator may raise it
-		d.log.Info("visitor index day split", "day", time.UnixMilli(int64(day)*dayMs).UTC().Format(time.DateOnly),
-			"entries_written", snap.n, "bound", m.max)
-	}
+	return paths, datasets, err
+}
+
+// removeDayTables removes a seal's table files: ingested ones are linked
+// into the store, so what is left is ours.
+func (d *DB) removeDayTables(paths []string) {
 	for _, p := range paths {
-		_ = d.fs.Remove(p) // ingested files are linked into the store; what is left is ours
+		_ = d.fs.Remove(p)
 	}
+}
+
+// splitVisitorDay writes what memory holds of a day past the bound as
+// tables and goes on holding the day in a new part (visitormem.go). The
+// part written is frozen first: commits go on into the new part while the
+// tables are written, and readers take both parts until the switch. Before
+// session 17 commits added to the part being written, and the switch, which
+// holds them all, wrote what they had added meanwhile as W keys: 72 ms and
+// 406,100 keys for a split during an import (docs/benchmarks.md). A crash
+// before the switch leaves the recorded since as it was, so Open rebuilds
+// both parts from the name index; a failure puts them together again.
+func (d *DB) splitVisitorDay(day uint32) error {
+	m := d.vmem
+	fz, ok := d.freezeVisitorDay(day)
+	if !ok {
+		return nil
+	}
+	paths, datasets, err := d.writeDayTables(day, fz.snap, fz.names)
+	if err == nil {
+		err = d.switchVisitorDay(day, false, fz, paths, datasets)
+	}
+	if err != nil {
+		m.thaw(day)
+	} else if d.log != nil { // past --visitor-memory: an operator may raise it
+		d.log.Info("visitor index day split", "day", time.UnixMilli(int64(day)*dayMs).UTC().Format(time.DateOnly),
+			"entries_written", fz.snap.n, "bound", m.max)
+	}
+	d.removeDayTables(paths)
 	return err
+}
+
+// dayTables is what a seal writes: a day's part, the snapshot of it that
+// its tables hold, the names they read, and when the snapshot was taken.
+type dayTables struct {
+	md    *memDay
+	snap  daySnapshot
+	names []string
+	at    time.Time
+}
+
+// freezeVisitorDay freezes a memory day's part and starts its new one;
+// false when the day is not in memory. Under mu alone: a commit adds its
+// entries under mu, and the day's since, by which it decided that they go
+// to memory, changes only at the switch.
+func (d *DB) freezeVisitorDay(day uint32) (dayTables, bool) {
+	m := d.vmem
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.inMemory(day) {
+		return dayTables{}, false
+	}
+	md := m.days[day]
+	if md == nil {
+		md = newMemDay()
+	}
+	m.frozen[day] = md
+	m.days[day] = newMemDay()
+	return dayTables{md: md, snap: md.snapshot(), names: m.names, at: d.now()}, true
+}
+
+// thaw undoes a split that failed: the day's new part goes back into its
+// frozen one, which holds the day again.
+func (m *visitorMem) thaw(day uint32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	md := m.frozen[day]
+	if md == nil {
+		return
+	}
+	delete(m.frozen, day)
+	if part := m.days[day]; part != nil {
+		for i := range part.n {
+			e := *part.entry(i)
+			ds, vis := part.visitor(e.vis)
+			v := memVisitor{ds, string(vis)}
+			md.add(m.hash(v), v, e)
+		}
+	}
+	m.days[day] = md
 }
 
 // writeVisitorTables writes a sealing day's entries as one sstable per
@@ -319,17 +408,24 @@ func (d *DB) clearStaleVisitorKeys(day uint32, datasets []uint32) error {
 	return d.commit(b, pebble.NoSync)
 }
 
-// switchVisitorDay ingests a sealing day's tables and moves the day to
-// Pebble, or to a new memory part when it is not over: with no commit in
-// flight (commitMu) and no reader opening (mu), the entries added since
-// the tables' snapshot (from index tabled on) and the new records go in
-// one synced batch, then the day's memory is dropped.
-func (d *DB) switchVisitorDay(day uint32, md *memDay, tabled uint32, paths []string, datasets []uint32, over bool) error {
+// switchVisitorDay ingests a sealing day's tables and records the day's
+// move, with no commit in flight (commitMu: none decides by the old
+// records and adds after) and no reader opening (mu). In one synced batch
+// with the new records go, as W keys, the day's entries that neither the
+// tables nor memory will hold: a day that is over leaves memory, and the
+// entries its part took after the snapshot go; a split day (dt its frozen
+// part) is held in memory from since (dt.at less the slack) on, and the
+// entries its new part took dated before since (sent late, or in flight
+// at the freeze: few) go, and leave memory.
+func (d *DB) switchVisitorDay(day uint32, over bool, dt dayTables, paths []string, datasets []uint32) error {
 	m := d.vmem
 	m.commitMu.Lock()
 	defer m.commitMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if over && day != m.first {
+		return fmt.Errorf("sealing day %d, but the first day in memory is %d", day, m.first)
+	}
 	if _, split := m.since[day]; !split { // a split day's keys are its earlier parts
 		if err := d.clearStaleVisitorKeys(day, datasets); err != nil {
 			return err
@@ -340,27 +436,33 @@ func (d *DB) switchVisitorDay(day uint32, md *memDay, tabled uint32, paths []str
 			return err
 		}
 	}
-	over = over && day == m.first
 	first, since := m.first, m.since
 	m.since = maps.Clone(since)
+	part, from, before := dt.md, dt.snap.n, int64(math.MaxInt64)
 	if over {
 		m.first = day + 1
 		delete(m.since, day)
 	} else {
-		m.since[day] = splitSince(d.now(), day)
+		before = splitSince(dt.at, day)
+		m.since[day] = before
+		part, from = m.days[day], 0
 	}
 	b := d.db.NewBatch()
 	defer b.Close()
+	var late []uint32
 	var k, val []byte
-	for i := tabled; i < md.n; i++ {
-		e := md.entry(i)
-		if e.flags&entryRemoved != 0 {
+	for i := from; i < part.n; i++ {
+		e := part.entry(i)
+		if e.flags&entryRemoved != 0 || e.ts >= before {
 			continue
 		}
-		ds, vis := md.visitor(e.vis)
+		ds, vis := part.visitor(e.vis)
 		k = visitorKey(k[:0], ds, string(vis), e.ts, e.id)
 		val = visitorValue(val[:0], e.bot(), m.names[e.name])
 		_ = b.Set(k, val, nil)
+		if !over {
+			late = append(late, i)
+		}
 	}
 	_ = b.Set(visitorDaysKey, m.encodeDays(), nil)
 	_ = b.Set(visitorSplitsKey, m.encodeSplits(), nil)
@@ -368,11 +470,15 @@ func (d *DB) switchVisitorDay(day uint32, md *memDay, tabled uint32, paths []str
 		m.first, m.since = first, since
 		return err
 	}
-	delete(m.days, day)
-	if !over {
-		m.days[day] = newMemDay()
+	if over {
+		delete(m.days, day)
+	} else {
+		for _, i := range late {
+			part.entry(i).flags |= entryRemoved
+		}
+		delete(m.frozen, day)
 	}
-	m.entries -= int(md.n)
+	m.entries -= int(dt.md.n)
 	return nil
 }
 

@@ -190,11 +190,32 @@ func splitState(t *testing.T, db *DB) (first uint32, since map[uint32]int64, day
 // again after the switch (the file is gone then; exists is false). The
 // first is where a crash after the ingest is cloned; the second is a
 // moment inside a sealer pass, between two of its seals, when no lock of
-// the memory is held.
+// the memory is held. onCreate, if set, runs before a visitor table is
+// created (a seal is writing its tables: a split day is frozen, and no
+// lock of the memory is held) and may fail the creation.
 type hookFS struct {
 	vfs.FS
-	mu   sync.Mutex
-	hook func(name string, exists bool)
+	mu       sync.Mutex
+	hook     func(name string, exists bool)
+	onCreate func() error
+}
+
+func (fs *hookFS) setOnCreate(h func() error) {
+	fs.mu.Lock()
+	fs.onCreate = h
+	fs.mu.Unlock()
+}
+
+func (fs *hookFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	fs.mu.Lock()
+	h := fs.onCreate
+	fs.mu.Unlock()
+	if base := fs.PathBase(name); h != nil && strings.HasPrefix(base, "visitors-") && strings.HasSuffix(base, ".sst") {
+		if err := h(); err != nil {
+			return nil, err
+		}
+	}
+	return fs.FS.Create(name, category)
 }
 
 func (fs *hookFS) setHook(h func(name string, exists bool)) {
@@ -477,6 +498,130 @@ func TestVisitorSplitBoundary(t *testing.T) {
 	}
 	db = db.reopen(t)
 	checkReads(t, db.DB, "sealed and reopened", 1, want)
+}
+
+// TestVisitorSplitCommitsGoOn: a split freezes the day's part and writes
+// its tables while commits go on into a new part, not held by the seal:
+// the events committed during the write (a commit waiting for the seal
+// would hang the test) are read with the frozen ones, and after the switch
+// they are memory's, not W keys, but for the one dated before since,
+// which becomes a W key and leaves memory. A reopen rebuilds the new part
+// from since, the slack's tabled entry with it.
+func TestVisitorSplitCommitsGoOn(t *testing.T) {
+	fs := &hookFS{FS: vfs.NewMem()}
+	db := openMem(t, fs)
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = db.Close()
+		}
+	})
+	stopSealer(db)
+	day := memFirst(db)
+	T := int64(day)*dayMs + 12*3_600_000
+	since := T - visitorSplitSlack.Milliseconds()
+	db.now = func() time.Time { return time.UnixMilli(T) }
+	want := splitWant{"v": nil, "w": nil, "keep": nil}
+	n := uint64(0)
+	write := func(vis string, ts int64) *Event {
+		t.Helper()
+		n++
+		e := splitEvent(n, ts, vis, n == 2)
+		commitEvents(t, db, 1, e)
+		want.add(e)
+		return e
+	}
+	tabled := splitWant{}
+	tabled.add(write("v", T-2*3_600_000), write("v", T-500), write("keep", T-3*3_600_000))
+
+	during, late := splitWant{}, splitWant{}
+	fs.setOnCreate(func() error {
+		fs.setOnCreate(nil)
+		during.add(write("v", T+100), write("w", T+200))
+		late.add(write("v", since-4000)) // dated before since, committed before the switch
+		checkReads(t, db, "while the tables are written", 1, want)
+		return nil
+	})
+	if err := db.sealVisitorDay(day, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(during) == 0 {
+		t.Fatal("the split wrote no table")
+	}
+	if _, s, _, _ := splitState(t, db); s[day] != since {
+		t.Fatalf("split at %d: since %v, want %d", T, s, since)
+	}
+	inPebble := tabled.clone()
+	for v, e := range late {
+		inPebble[v] = append(inPebble[v], e...)
+	}
+	if got := pebbleDay(t, db, 1, day); !sameEntries(got, inPebble) {
+		t.Fatalf("Pebble after the split:\n got %v\nwant %v", got, inPebble)
+	}
+	if got, _ := memDayEntries(db, day); !sameEntries(got, during) {
+		t.Fatalf("memory after the split:\n got %v\nwant %v", got, during)
+	}
+	if got := memEntries(t, db); got != 3 {
+		t.Fatalf("%d entries counted in memory, want the new part's 3", got)
+	}
+	checkReads(t, db, "split", 1, want)
+
+	closed = true
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db2 := openMem(t, fs)
+	t.Cleanup(func() { _ = db2.Close() })
+	stopSealer(db2)
+	rebuilt := during.clone()
+	rebuilt.add(splitEvent(2, T-500, "v", true))
+	if got, _ := memDayEntries(db2, day); !sameEntries(got, rebuilt) {
+		t.Fatalf("memory after the reopen:\n got %v\nwant %v", got, rebuilt)
+	}
+	checkReads(t, db2, "reopened", 1, want)
+}
+
+// TestVisitorSplitThaw: a split that fails after the freeze puts the day's
+// two parts together again: nothing is lost, the day is not split, and the
+// next split succeeds.
+func TestVisitorSplitThaw(t *testing.T) {
+	fs := &hookFS{FS: vfs.NewMem()}
+	db := openMem(t, fs)
+	t.Cleanup(func() { _ = db.Close() })
+	stopSealer(db)
+	day := memFirst(db)
+	T := int64(day)*dayMs + 12*3_600_000
+	db.now = func() time.Time { return time.UnixMilli(T) }
+	want := splitWant{"v": nil, "w": nil}
+	var all []*Event
+	for i := range uint64(6) {
+		e := splitEvent(i+1, T-int64(6-i)*60_000, []string{"v", "w"}[i%2], i == 1)
+		all = append(all, e)
+	}
+	commitEvents(t, db, 1, all[:4]...)
+	fs.setOnCreate(func() error {
+		fs.setOnCreate(nil)
+		commitEvents(t, db, 1, all[4:]...)
+		return errors.New("disk full")
+	})
+	if err := db.sealVisitorDay(day, false); err == nil {
+		t.Fatal("the split did not fail")
+	}
+	want.add(all...)
+	if got, _ := memDayEntries(db, day); !sameEntries(got, want) {
+		t.Fatalf("memory after the failed split:\n got %v\nwant %v", got, want)
+	}
+	db.vmem.mu.Lock()
+	frozen := len(db.vmem.frozen)
+	db.vmem.mu.Unlock()
+	if _, s, _, _ := splitState(t, db); len(s) != 0 || frozen != 0 || memEntries(t, db) != len(all) {
+		t.Fatalf("after the failed split: since %v, %d frozen parts, %d entries in memory; want none, none, %d", s, frozen, memEntries(t, db), len(all))
+	}
+	checkReads(t, db, "failed split", 1, want)
+	if err := db.sealVisitorDay(day, false); err != nil {
+		t.Fatal(err)
+	}
+	checkReads(t, db, "split", 1, want)
 }
 
 // TestVisitorMemBoundSplits: past the bound sealDue splits the fullest
