@@ -33,6 +33,15 @@ func stopSealer(db *DB) {
 	db.sealer = &visitorSealer{stop: make(chan struct{}), done: done}
 }
 
+// atNoon fixes db's clock at noon of its first memory day and returns the
+// day, that time, and the since a split then records.
+func atNoon(db *DB) (day uint32, T, since int64) {
+	day = memFirst(db)
+	T = int64(day)*dayMs + 12*3_600_000
+	db.now = func() time.Time { return time.UnixMilli(T) }
+	return day, T, T - visitorSplitSlack.Milliseconds()
+}
+
 // splitEvent is an event of visitor at ts, a bot's when bot.
 func splitEvent(n uint64, ts int64, visitor string, bot bool) *Event {
 	props := `{}`
@@ -517,10 +526,7 @@ func TestVisitorSplitCommitsGoOn(t *testing.T) {
 		}
 	})
 	stopSealer(db)
-	day := memFirst(db)
-	T := int64(day)*dayMs + 12*3_600_000
-	since := T - visitorSplitSlack.Milliseconds()
-	db.now = func() time.Time { return time.UnixMilli(T) }
+	day, T, since := atNoon(db)
 	want := splitWant{"v": nil, "w": nil, "keep": nil}
 	n := uint64(0)
 	write := func(vis string, ts int64) *Event {
@@ -589,9 +595,7 @@ func TestVisitorSplitThaw(t *testing.T) {
 	db := openMem(t, fs)
 	t.Cleanup(func() { _ = db.Close() })
 	stopSealer(db)
-	day := memFirst(db)
-	T := int64(day)*dayMs + 12*3_600_000
-	db.now = func() time.Time { return time.UnixMilli(T) }
+	day, T, _ := atNoon(db)
 	want := splitWant{"v": nil, "w": nil}
 	var all []*Event
 	for i := range uint64(6) {
@@ -639,10 +643,7 @@ func TestVisitorMemBoundSplits(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	stopSealer(db)
-	day := memFirst(db)
-	T := int64(day)*dayMs + 12*3_600_000
-	since := T - visitorSplitSlack.Milliseconds()
-	db.now = func() time.Time { return time.UnixMilli(T) }
+	day, T, since := atNoon(db)
 	want := splitWant{"a": nil, "b": nil, "c": nil}
 	n := uint64(0)
 	write := func(k int, ts func(i int) int64) {
