@@ -66,6 +66,18 @@ func (s *Series) Spread() (lo, hi float64) {
 	return lo, hi
 }
 
+// RoundPercentiles is each round's latency percentile p, in the order the
+// rounds ran, as "10.2ms / 5.64ms": a tail made in one round (the first
+// after another scenario's writes, which the server then compacts) shows
+// where the merged percentile hides it.
+func (s *Series) RoundPercentiles(p float64) string {
+	parts := make([]string, 0, len(s.Rounds))
+	for _, r := range s.Rounds {
+		parts = append(parts, FormatDuration(r.Latency.Percentile(p)))
+	}
+	return strings.Join(parts, " / ")
+}
+
 // Total merges every round into one result for the latency columns and the
 // error breakdown.
 func (s *Series) Total() *Result {

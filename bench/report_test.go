@@ -67,6 +67,10 @@ func TestSeriesAndRatio(t *testing.T) {
 	if tot.OK != 400 || tot.Latency.Count() != 2 || tot.Latency.Max() != 3*time.Millisecond {
 		t.Errorf("total %+v", tot)
 	}
+	// Each round's own p99, in order (the merged one is 3ms).
+	if got := e.RoundPercentiles(99); got != "1.00ms / 3.00ms" {
+		t.Errorf("round p99s %q, want 1.00ms / 3.00ms", got)
+	}
 	ev := &Series{Name: "eventd", Unit: UnitEvents, Rounds: e.Rounds}
 	if ev.Rate() != 2000 {
 		t.Errorf("events rate %v", ev.Rate())

@@ -259,6 +259,7 @@ func buildEnterprise(e *env) *plan {
 				bench.FormatRate(rate, bench.UnitRequests), o.keys, (o.keys+49)/50, o.keyLimit, bench.FormatRate(sc.Eventd.Rate(), bench.UnitRequests))
 			sc.Note("service time (from the actual send) p99 %s; the difference to the latency above is time queued for a connection while the server was behind",
 				bench.FormatDuration(t.Service.Percentile(99)))
+			sc.Note("p99 by round, in the order they ran: %s", sc.Eventd.RoundPercentiles(99))
 			if o.duration+o.warmup >= time.Minute {
 				sc.Note("runs of a minute or more pace each key exactly at its limit, so a sliding window may answer 429 at the edges")
 			}
