@@ -587,6 +587,49 @@ func TestVisitorSplitCommitsGoOn(t *testing.T) {
 	checkReads(t, db2, "reopened", 1, want)
 }
 
+// TestVisitorSplitCrashWhileFrozen: a crash while a split writes its
+// tables, after commits went into the day's new part, loses no entry: the
+// day's recorded since has not moved (it is not split yet), so Open
+// rebuilds the frozen part and the new one from the name index.
+func TestVisitorSplitCrashWhileFrozen(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	fs := &hookFS{FS: mem}
+	db := openMem(t, fs)
+	t.Cleanup(func() { _ = db.Close() })
+	stopSealer(db)
+	day, T, _ := atNoon(db)
+	want := splitWant{"v": nil, "w": nil}
+	var evs []*Event
+	for i := range uint64(6) {
+		evs = append(evs, splitEvent(i+1, T-int64(6-i)*60_000+int64(i/4)*120_000, []string{"v", "w"}[i%2], i == 2))
+	}
+	commitEvents(t, db, 1, evs[:4]...)
+	var crashed *vfs.MemFS
+	fs.setOnCreate(func() error {
+		fs.setOnCreate(nil)
+		commitEvents(t, db, 1, evs[4:]...) // into the new part, synced
+		crashed = mem.CrashClone(vfs.CrashCloneCfg{})
+		return nil
+	})
+	if err := db.sealVisitorDay(day, false); err != nil {
+		t.Fatal(err)
+	}
+	if crashed == nil {
+		t.Fatal("the split wrote no table")
+	}
+	want.add(evs...)
+	db2 := openMem(t, crashed)
+	t.Cleanup(func() { _ = db2.Close() })
+	stopSealer(db2)
+	if _, s, _, _ := splitState(t, db2); len(s) != 0 {
+		t.Fatalf("split recorded in the clone (%v): it was taken after the switch", s)
+	}
+	if got, _ := memDayEntries(db2, day); !sameEntries(got, want) {
+		t.Fatalf("memory after the crash:\n got %v\nwant %v", got, want)
+	}
+	checkReads(t, db2, "reopened after a crash while frozen", 1, want)
+}
+
 // TestVisitorSplitThaw: a split that fails after the freeze puts the day's
 // two parts together again: nothing is lost, the day is not split, and the
 // next split succeeds.
