@@ -630,6 +630,102 @@ func TestVisitorSplitCrashWhileFrozen(t *testing.T) {
 	checkReads(t, db2, "reopened after a crash while frozen", 1, want)
 }
 
+// TestVisitorSplitConcurrent: splits while two writers commit and a
+// reader reads (run it with -race): every committed entry is read exactly
+// once at the end, and again after a reopen. Some writes are dated before
+// since, which after the first split go to Pebble in their commit. The
+// splits are spread over the writes by counting commits, not by time.
+func TestVisitorSplitConcurrent(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openMem(t, fs)
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = db.Close()
+		}
+	})
+	stopSealer(db)
+	day, T, _ := atNoon(db)
+	const writers, commits, splits = 2, 300, 5
+	var mu sync.Mutex
+	var all []*Event
+	progress := make(chan struct{}, writers*commits)
+	errs := make(chan error, writers+1)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range commits {
+				n := uint64(w*commits+c) + 1
+				ts := T + int64(c)
+				if c%7 == 3 {
+					ts = T - 5_000 // before since once the day is split
+				}
+				e := splitEvent(n, ts, fmt.Sprint("v", n%13), c%5 == 0)
+				b := db.NewBatch()
+				b.AddEvent(1, e)
+				err := b.Commit(true)
+				b.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				all = append(all, e)
+				mu.Unlock()
+				progress <- struct{}{}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	var rg sync.WaitGroup
+	rg.Add(1)
+	go func() { // reads go on through the splits
+		defer rg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := db.VisitorsEvents(1, []string{"v1", "v2", "v3"}, 0, math.MaxInt64, 0); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+	for i := range splits {
+		for range writers * commits / (splits + 1) {
+			<-progress
+		}
+		if err := db.sealVisitorDay(day, false); err != nil {
+			t.Fatalf("split %d: %v", i, err)
+		}
+	}
+	wg.Wait()
+	close(stop)
+	rg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	want := splitWant{}
+	for i := range 13 {
+		want[fmt.Sprint("v", i)] = nil
+	}
+	want.add(all...)
+	checkReads(t, db, "after the splits", 1, want)
+	closed = true
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db2 := openMem(t, fs)
+	t.Cleanup(func() { _ = db2.Close() })
+	stopSealer(db2)
+	checkReads(t, db2, "reopened", 1, want)
+}
+
 // TestVisitorSplitThaw: a split that fails after the freeze puts the day's
 // two parts together again: nothing is lost, the day is not split, and the
 // next split succeeds.
