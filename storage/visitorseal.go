@@ -410,13 +410,13 @@ func (d *DB) clearStaleVisitorKeys(day uint32, datasets []uint32) error {
 
 // switchVisitorDay ingests a sealing day's tables and records the day's
 // move, with no commit in flight (commitMu: none decides by the old
-// records and adds after) and no reader opening (mu). In one synced batch
-// with the new records go, as W keys, the day's entries that neither the
-// tables nor memory will hold: a day that is over leaves memory, and the
-// entries its part took after the snapshot go; a split day (dt its frozen
-// part) is held in memory from since (dt.at less the slack) on, and the
-// entries its new part took dated before since (sent late, or in flight
-// at the freeze: few) go, and leave memory.
+// records and adds after) and no reader opening (mu). It writes, in one
+// synced batch with the new records, as W keys the day's entries that
+// neither the tables nor memory will hold. A day that is over leaves
+// memory: the entries its part took after the snapshot. A split day (dt
+// its frozen part) is held in memory from since (dt.at less the slack)
+// on: the entries its new part took dated before since (sent late, or in
+// flight at the freeze), which then leave memory.
 func (d *DB) switchVisitorDay(day uint32, over bool, dt dayTables, paths []string, datasets []uint32) error {
 	m := d.vmem
 	m.commitMu.Lock()
