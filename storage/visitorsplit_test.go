@@ -33,6 +33,24 @@ func stopSealer(db *DB) {
 	db.sealer = &visitorSealer{stop: make(chan struct{}), done: done}
 }
 
+// openSplitStore opens a store on fs with its sealer stopped; closeDB
+// closes it (once: Cleanup calls it too), for a test that reopens fs.
+func openSplitStore(t *testing.T, fs vfs.FS) (db *DB, closeDB func()) {
+	t.Helper()
+	db = openMem(t, fs)
+	var once sync.Once
+	closeDB = func() {
+		once.Do(func() {
+			if err := db.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(closeDB)
+	stopSealer(db)
+	return db, closeDB
+}
+
 // atNoon fixes db's clock at noon of its first memory day and returns the
 // day, that time, and the since a split then records.
 func atNoon(db *DB) (day uint32, T, since int64) {
@@ -518,14 +536,7 @@ func TestVisitorSplitBoundary(t *testing.T) {
 // from since, the slack's tabled entry with it.
 func TestVisitorSplitCommitsGoOn(t *testing.T) {
 	fs := &hookFS{FS: vfs.NewMem()}
-	db := openMem(t, fs)
-	closed := false
-	t.Cleanup(func() {
-		if !closed {
-			_ = db.Close()
-		}
-	})
-	stopSealer(db)
+	db, closeDB := openSplitStore(t, fs)
 	day, T, since := atNoon(db)
 	want := splitWant{"v": nil, "w": nil, "keep": nil}
 	n := uint64(0)
@@ -572,13 +583,8 @@ func TestVisitorSplitCommitsGoOn(t *testing.T) {
 	}
 	checkReads(t, db, "split", 1, want)
 
-	closed = true
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db2 := openMem(t, fs)
-	t.Cleanup(func() { _ = db2.Close() })
-	stopSealer(db2)
+	closeDB()
+	db2, _ := openSplitStore(t, fs)
 	rebuilt := during.clone()
 	rebuilt.add(splitEvent(2, T-500, "v", true))
 	if got, _ := memDayEntries(db2, day); !sameEntries(got, rebuilt) {
@@ -594,9 +600,7 @@ func TestVisitorSplitCommitsGoOn(t *testing.T) {
 func TestVisitorSplitCrashWhileFrozen(t *testing.T) {
 	mem := vfs.NewCrashableMem()
 	fs := &hookFS{FS: mem}
-	db := openMem(t, fs)
-	t.Cleanup(func() { _ = db.Close() })
-	stopSealer(db)
+	db, _ := openSplitStore(t, fs)
 	day, T, _ := atNoon(db)
 	want := splitWant{"v": nil, "w": nil}
 	var evs []*Event
@@ -618,9 +622,7 @@ func TestVisitorSplitCrashWhileFrozen(t *testing.T) {
 		t.Fatal("the split wrote no table")
 	}
 	want.add(evs...)
-	db2 := openMem(t, crashed)
-	t.Cleanup(func() { _ = db2.Close() })
-	stopSealer(db2)
+	db2, _ := openSplitStore(t, crashed)
 	if _, s, _, _ := splitState(t, db2); len(s) != 0 {
 		t.Fatalf("split recorded in the clone (%v): it was taken after the switch", s)
 	}
@@ -637,14 +639,7 @@ func TestVisitorSplitCrashWhileFrozen(t *testing.T) {
 // splits are spread over the writes by counting commits, not by time.
 func TestVisitorSplitConcurrent(t *testing.T) {
 	fs := vfs.NewMem()
-	db := openMem(t, fs)
-	closed := false
-	t.Cleanup(func() {
-		if !closed {
-			_ = db.Close()
-		}
-	})
-	stopSealer(db)
+	db, closeDB := openSplitStore(t, fs)
 	day, T, _ := atNoon(db)
 	const writers, commits, splits = 2, 300, 5
 	var mu sync.Mutex
@@ -716,13 +711,8 @@ func TestVisitorSplitConcurrent(t *testing.T) {
 	}
 	want.add(all...)
 	checkReads(t, db, "after the splits", 1, want)
-	closed = true
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db2 := openMem(t, fs)
-	t.Cleanup(func() { _ = db2.Close() })
-	stopSealer(db2)
+	closeDB()
+	db2, _ := openSplitStore(t, fs)
 	checkReads(t, db2, "reopened", 1, want)
 }
 
@@ -731,9 +721,7 @@ func TestVisitorSplitConcurrent(t *testing.T) {
 // next split succeeds.
 func TestVisitorSplitThaw(t *testing.T) {
 	fs := &hookFS{FS: vfs.NewMem()}
-	db := openMem(t, fs)
-	t.Cleanup(func() { _ = db.Close() })
-	stopSealer(db)
+	db, _ := openSplitStore(t, fs)
 	day, T, _ := atNoon(db)
 	want := splitWant{"v": nil, "w": nil}
 	var all []*Event
