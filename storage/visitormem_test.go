@@ -195,7 +195,7 @@ func TestVisitorMem(t *testing.T) {
 	// Entries committed while a split day's tables are written go to its
 	// new part, and readers take both parts.
 	mem := db.vmem
-	fz, ok := db.freezeVisitorDay(first + 2)
+	fz, ok := db.takeVisitorDay(first+2, true)
 	if !ok {
 		t.Fatalf("day %d is not in memory", first+2)
 	}

@@ -142,87 +142,48 @@ func (md *memDay) snapshot() daySnapshot {
 // as sorted sstables (one per dataset, so that the first part of a day
 // covers a key range no other file touches and Pebble places it in the
 // bottom level), ingested, and then, in one synced batch, the entries that
-// commits added while the tables were written and the new visitorDaysKey
-// and visitorSplitsKey records. A day that is over leaves memory; any
-// other is split (splitVisitorDay). Until that batch commits the day's
-// memory is unchanged, and readers use the memory where the ingested keys
-// repeat it, so a crash at any point leaves a consistent store.
+// neither the tables nor memory will hold and the new visitorDaysKey and
+// visitorSplitsKey records (switchVisitorDay). A day that is over leaves
+// memory; any other is split (visitormem.go): its part is frozen first, so
+// that commits go on into a new part while the tables are written, and
+// readers take both parts until the switch. (Before session 17 commits
+// added to the part being written, and the switch, which holds them all,
+// wrote what they had added meanwhile as W keys: 72 ms and 406,100 keys for
+// a split during an import; docs/benchmarks.md.) Until that batch commits
+// the recorded state is unchanged, and readers use the memory where the
+// ingested keys repeat it, so a crash at any point leaves a consistent
+// store: Open rebuilds a day being split, both parts, from the name index.
+// A split that fails puts the parts together again.
 func (d *DB) sealVisitorDay(day uint32, over bool) error {
 	m := d.vmem
 	m.sealMu.Lock()
 	defer m.sealMu.Unlock()
-	if !over {
-		return d.splitVisitorDay(day)
-	}
-	m.mu.Lock()
-	if !m.inMemory(day) {
-		m.mu.Unlock()
-		return nil
-	}
-	md := m.days[day]
-	if md == nil {
-		md = newMemDay()
-		m.days[day] = md
-	}
-	dt := dayTables{md: md, snap: md.snapshot(), names: m.names, at: d.now()}
-	m.mu.Unlock()
-
-	paths, datasets, err := d.writeDayTables(day, dt.snap, dt.names)
-	if err == nil {
-		err = d.switchVisitorDay(day, true, dt, paths, datasets)
-	}
-	d.removeDayTables(paths)
-	return err
-}
-
-// writeDayTables writes a day's tables (writeVisitorTables), then syncs
-// the WAL: no ingested key may name an event a crash can still lose:
-// readers take a split day's Pebble keys as entries, and a stale key of a
-// dataset the day's next tables do not hold is never cleared. eventd
-// commits events with sync, but Batch.Commit allows one without; one
-// fsync per seal covers both.
-func (d *DB) writeDayTables(day uint32, snap daySnapshot, names []string) (paths []string, datasets []uint32, err error) {
-	paths, datasets, err = d.writeVisitorTables(day, snap, names)
-	if err == nil && len(paths) > 0 {
-		err = d.apply(func() error { return d.db.LogData(nil, pebble.Sync) })
-	}
-	return paths, datasets, err
-}
-
-// removeDayTables removes a seal's table files: ingested ones are linked
-// into the store, so what is left is ours.
-func (d *DB) removeDayTables(paths []string) {
-	for _, p := range paths {
-		_ = d.fs.Remove(p)
-	}
-}
-
-// splitVisitorDay writes what memory holds of a day past the bound as
-// tables and goes on holding the day in a new part (visitormem.go). The
-// part written is frozen first: commits go on into the new part while the
-// tables are written, and readers take both parts until the switch. Before
-// session 17 commits added to the part being written, and the switch, which
-// holds them all, wrote what they had added meanwhile as W keys: 72 ms and
-// 406,100 keys for a split during an import (docs/benchmarks.md). A crash
-// before the switch leaves the recorded since as it was, so Open rebuilds
-// both parts from the name index; a failure puts them together again.
-func (d *DB) splitVisitorDay(day uint32) error {
-	m := d.vmem
-	fz, ok := d.freezeVisitorDay(day)
+	dt, ok := d.takeVisitorDay(day, !over)
 	if !ok {
 		return nil
 	}
-	paths, datasets, err := d.writeDayTables(day, fz.snap, fz.names)
+	paths, datasets, err := d.writeVisitorTables(day, dt.snap, dt.names)
+	if err == nil && len(paths) > 0 {
+		// No ingested key may name an event a crash can still lose:
+		// readers take a split day's Pebble keys as entries, and a stale
+		// key of a dataset the day's next tables do not hold is never
+		// cleared. eventd commits events with sync, but Batch.Commit
+		// allows one without; one fsync per seal covers both.
+		err = d.apply(func() error { return d.db.LogData(nil, pebble.Sync) })
+	}
 	if err == nil {
-		err = d.switchVisitorDay(day, false, fz, paths, datasets)
+		err = d.switchVisitorDay(day, over, dt, paths, datasets)
 	}
-	if err != nil {
+	switch {
+	case err != nil && !over:
 		m.thaw(day)
-	} else if d.log != nil { // past --visitor-memory: an operator may raise it
+	case err == nil && !over && d.log != nil: // past --visitor-memory: an operator may raise it
 		d.log.Info("visitor index day split", "day", time.UnixMilli(int64(day)*dayMs).UTC().Format(time.DateOnly),
-			"entries_written", fz.snap.n, "bound", m.max)
+			"entries_written", dt.snap.n, "bound", m.max)
 	}
-	d.removeDayTables(paths)
+	for _, p := range paths {
+		_ = d.fs.Remove(p) // ingested files are linked into the store; what is left is ours
+	}
 	return err
 }
 
@@ -235,11 +196,12 @@ type dayTables struct {
 	at    time.Time
 }
 
-// freezeVisitorDay freezes a memory day's part and starts its new one;
-// false when the day is not in memory. Under mu alone: a commit adds its
-// entries under mu, and the day's since, by which it decided that they go
-// to memory, changes only at the switch.
-func (d *DB) freezeVisitorDay(day uint32) (dayTables, bool) {
+// takeVisitorDay snapshots a memory day's part for its tables; false when
+// the day is not in memory. With freeze (a split) the part is frozen and
+// the day starts a new one. Under mu alone: a commit adds its entries
+// under mu, and the day's since, by which it decided that they go to
+// memory, changes only at the switch.
+func (d *DB) takeVisitorDay(day uint32, freeze bool) (dayTables, bool) {
 	m := d.vmem
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -249,9 +211,12 @@ func (d *DB) freezeVisitorDay(day uint32) (dayTables, bool) {
 	md := m.days[day]
 	if md == nil {
 		md = newMemDay()
+		m.days[day] = md
 	}
-	m.frozen[day] = md
-	m.days[day] = newMemDay()
+	if freeze {
+		m.frozen[day] = md
+		m.days[day] = newMemDay()
+	}
 	return dayTables{md: md, snap: md.snapshot(), names: m.names, at: d.now()}, true
 }
 
