@@ -1,0 +1,92 @@
+package storage
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// compactionLog records the compactions a store ends.
+type compactionLog struct {
+	mu   sync.Mutex
+	done []pebble.CompactionInfo
+}
+
+func (l *compactionLog) listener() *pebble.EventListener {
+	return &pebble.EventListener{CompactionEnd: func(ci pebble.CompactionInfo) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.done = append(l.done, ci)
+	}}
+}
+
+// mark is where the compactions ended from now on begin in the log.
+func (l *compactionLog) mark() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.done)
+}
+
+// fromL0 waits for the compaction, ended after mark, that takes the L0 table
+// of prefix out of L0 and returns its kind ("move", "default", ...). It
+// fails the test if none has ended after a minute: Pebble schedules it on
+// its own.
+func (l *compactionLog) fromL0(t *testing.T, mark int, prefix byte) string {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		l.mu.Lock()
+		for _, ci := range l.done[mark:] {
+			for _, in := range ci.Input {
+				for _, tb := range in.Tables {
+					if in.Level == 0 && tb.Smallest.UserKey[0] == prefix {
+						l.mu.Unlock()
+						return ci.Reason
+					}
+				}
+			}
+		}
+		l.mu.Unlock()
+	}
+	t.Fatalf("no compaction took the flushed %c table out of L0 within a minute", prefix)
+	return ""
+}
+
+// TestFlushedTablesMoved: once the LSM holds data, a flush of records and
+// name-index keys later than everything below them is moved down, not
+// rewritten, although it is larger than Pebble's default 2 MiB table (which
+// it would cut into pieces that a compaction then merges). The first flush
+// goes down in one compaction with every other prefix.
+func TestFlushedTablesMoved(t *testing.T) {
+	var log compactionLog
+	db := openTestDBWith(t, Options{Events: log.listener()})
+	pad := make([]byte, 100)
+	n := uint64(0)
+	for round := range 3 {
+		// About 5 MB of incompressible records in one flush.
+		for range 10 {
+			events := make([]*Event, 0, 2000)
+			for range 2000 {
+				n++
+				_, _ = rand.Read(pad)
+				id := testID(n << 20) // the id's millisecond is n
+				events = append(events, &Event{ID: id, Name: "e", Timestamp: IDTime(id),
+					Properties: fmt.Appendf(nil, `{"pad":"%s"}`, hex.EncodeToString(pad))})
+			}
+			commitEvents(t, db.DB, 1, events...)
+		}
+		mark := log.mark()
+		if err := db.Pebble().Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, prefix := range []byte{prefixRecord, prefixName} {
+			if kind := log.fromL0(t, mark, prefix); round > 0 && kind != "move" {
+				t.Errorf("flush %d: the %c table left L0 by a %q compaction, want a move", round+1, prefix, kind)
+			}
+		}
+	}
+}
