@@ -172,13 +172,7 @@ func TestPebbleFillAndState(t *testing.T) {
 // and it owes no compaction, so its loaded rounds start with nothing
 // deferred.
 func TestPebbleCompact(t *testing.T) {
-	// Pebble's own compactions would take the flushed tables out of L0
-	// at any moment: this store leaves that to Compact.
-	b, err := OpenPebbleBaseline(PebbleOptions{Dir: t.TempDir(), manualCompactions: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := openTestBaseline(t)
 	for range 2 { // two flushed tables in L0
 		if _, err := b.Run(context.Background(), PebbleRun{Committers: 2, EventsPerCommit: 100, MaxEvents: 2000}); err != nil {
 			t.Fatal(err)

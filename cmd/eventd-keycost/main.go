@@ -160,6 +160,9 @@ var variants = map[string]variant{
 			o.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.FastestCompression }
 		}
 	}}},
+	"l0merge": {about: "before session 18: flushes cut into 2 MiB tables, L0 compacted at two sublevels (merged, not moved)", exp: storage.Experiment{Pebble: func(o *pebble.Options) {
+		o.TargetFileSizes[0], o.TargetFileSizes[1], o.L0CompactionThreshold = 2<<20, 4<<20, 4
+	}}},
 	"mem32":  {about: "MemTableSize 32 MiB (64 today)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.MemTableSize = 32 << 20 }}},
 	"mem128": {about: "MemTableSize 128 MiB (64 today)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.MemTableSize = 128 << 20 }}},
 	"l0c2":   {about: "L0CompactionThreshold 2 (4 today)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.L0CompactionThreshold = 2 }}},
