@@ -284,3 +284,46 @@ func BenchmarkVisitorMemAdd(b *testing.B) {
 		m.add(pending[j : j+perCommit])
 	}
 }
+
+// BenchmarkWriteVisitorTables writes a memory day of a million one-event
+// visitors as its sorted table (a split's or a seal's work before the
+// ingest): ids as the bench sends them (v_<n>, which share their first
+// eight bytes in runs of a hundred) and UUIDs, in no particular order.
+func BenchmarkWriteVisitorTables(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		id   func(i int) string
+	}{
+		{"bench", func(i int) string { return fmt.Sprintf("v_%d", 10_000_000+i) }},
+		{"uuid", func(i int) string {
+			h1, h2 := uint64(i)*0x9E3779B97F4A7C15, uint64(i+1)*0xC2B2AE3D27D4EB4F
+			return fmt.Sprintf("%08x-%04x-4%03x-a%03x-%012x", uint32(h1), uint16(h1>>32), uint16(h1>>48)&0xfff, uint16(h2)&0xfff, h2>>16)
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			db := openTestDB(b, "")
+			m := newVisitorMem(0, &inflight{})
+			md := newMemDay()
+			for i := range 1 << 20 {
+				// Visitors arrive out of key order, as from many clients.
+				v := memVisitor{1, tc.id(i * 0x9E3779B1 % (1 << 20))}
+				md.add(m.hash(v), v, memEntry{ts: int64(i), id: testID(uint64(i))})
+			}
+			snap := md.snapshot()
+			b.ResetTimer()
+			for range b.N {
+				paths, _, err := db.writeVisitorTables(20_000, snap, []string{"e"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				for _, p := range paths {
+					if err := db.fs.Remove(p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}

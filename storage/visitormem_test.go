@@ -619,3 +619,56 @@ func TestVisitorMemArenaBound(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteVisitorTablesOrder: a day's table is written in key order (the
+// sstable writer refuses any other) and holds every entry, with visitor
+// ids that tie on the sort's fixed-size key in every way: the same first
+// 8 or 16 bytes, one a prefix of another, the same length, two datasets,
+// and more visitors than writeVisitorTables loads at once.
+func TestWriteVisitorTablesOrder(t *testing.T) {
+	db := openTestDB(t, "")
+	ids := []string{"a", "b", "v_1", "v_10", "v_100", "v_2", "user_0000000000000001", "user_0000000000000002",
+		"user_00000000000000010", "user_000000000000000", "12345678", "123456789", "1234567890123456", "12345678901234567", "\x00", "\xff\xff"}
+	for i := range 3 * lookAhead {
+		ids = append(ids, fmt.Sprintf("v_%d", 10_000_000+i*7919%1000))
+	}
+	m := newVisitorMem(0, &inflight{})
+	md := newMemDay()
+	const day = 20_000
+	want := map[uint32][]string{}
+	n := uint64(0)
+	for _, ds := range []uint32{2, 1} {
+		for _, id := range ids {
+			if slices.Contains(want[ds], id) {
+				continue
+			}
+			want[ds] = append(want[ds], id)
+			for range 2 {
+				n++
+				v := memVisitor{ds, id}
+				md.add(m.hash(v), v, memEntry{ts: int64(day)*dayMs + int64(n), id: testID(n)})
+			}
+		}
+	}
+	paths, datasets, err := db.writeVisitorTables(day, md.snapshot(), []string{"e"})
+	if err != nil {
+		t.Fatalf("writeVisitorTables: %v", err)
+	}
+	if !slices.Equal(datasets, []uint32{1, 2}) {
+		t.Fatalf("datasets %v, want [1 2]", datasets)
+	}
+	if err := db.Pebble().Ingest(t.Context(), paths); err != nil {
+		t.Fatal(err)
+	}
+	for ds, visitors := range want {
+		got, err := db.VisitorsEvents(ds, visitors, 0, math.MaxInt64, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range visitors {
+			if len(got[v]) != 2 {
+				t.Errorf("dataset %d, visitor %q: %d entries, want 2", ds, v, len(got[v]))
+			}
+		}
+	}
+}

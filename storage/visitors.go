@@ -40,7 +40,7 @@ func visitorDay(ts int64) uint32 {
 // visitorDayPrefix is W ds day len2 visitor: one visitor's entries of one
 // day. The length comes first so that one visitor id is never a prefix of
 // another's keys.
-func visitorDayPrefix(dst []byte, ds, day uint32, visitor string) []byte {
+func visitorDayPrefix[S string | []byte](dst []byte, ds, day uint32, visitor S) []byte {
 	dst = appendDataset(dst, prefixVisitor, ds)
 	dst = binary.BigEndian.AppendUint32(dst, day)
 	dst = binary.BigEndian.AppendUint16(dst, uint16(len(visitor)))
