@@ -58,7 +58,7 @@ func OpenPebbleBaseline(o PebbleOptions) (*PebbleBaseline, error) {
 	// Not eventd's L0 settings (one table per prefix per flush, L0
 	// compacted at once): they serve eventd's tables split by key prefix,
 	// and this store's tables hold every family. With them it ran at the
-	// same rate for 40-70% more CPU (docs/benchmarks.md, session 18).
+	// same rate for 35-65% more CPU (docs/benchmarks.md, session 18).
 	db, err := pebble.Open(b.dir, &pebble.Options{
 		FS:                          fs,
 		Logger:                      quietLogger{},
