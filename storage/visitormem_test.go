@@ -211,7 +211,7 @@ func TestVisitorMem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.switchVisitorDay(first+2, false, fz, paths, datasets); err != nil {
+	if _, err := db.switchVisitorDay(first+2, false, fz, paths, datasets); err != nil {
 		t.Fatal(err)
 	}
 	m.check(db.DB, "after the switch")

@@ -171,15 +171,16 @@ func (d *DB) sealVisitorDay(day uint32, over bool) error {
 		// allows one without; one fsync per seal covers both.
 		err = d.apply(func() error { return d.db.LogData(nil, pebble.Sync) })
 	}
+	var held time.Duration
 	if err == nil {
-		err = d.switchVisitorDay(day, over, dt, paths, datasets)
+		held, err = d.switchVisitorDay(day, over, dt, paths, datasets)
 	}
 	switch {
 	case err != nil && !over:
 		m.thaw(day)
 	case err == nil && !over && d.log != nil: // past --visitor-memory: an operator may raise it
 		d.log.Info("visitor index day split", "day", time.UnixMilli(int64(day)*dayMs).UTC().Format(time.DateOnly),
-			"entries_written", dt.snap.n, "bound", m.max)
+			"entries_written", dt.snap.n, "bound", m.max, "commits_held", held.Round(time.Microsecond))
 	}
 	for _, p := range paths {
 		_ = d.fs.Remove(p) // ingested files are linked into the store; what is left is ours
@@ -415,23 +416,28 @@ func (d *DB) clearStaleVisitorKeys(day uint32, datasets []uint32) error {
 // its frozen part) is held in memory from since (dt.at less the slack)
 // on: the entries its new part took dated before since (sent late, or in
 // flight at the freeze), which then leave memory.
-func (d *DB) switchVisitorDay(day uint32, over bool, dt dayTables, paths []string, datasets []uint32) error {
+// It returns how long it held the commits.
+func (d *DB) switchVisitorDay(day uint32, over bool, dt dayTables, paths []string, datasets []uint32) (held time.Duration, err error) {
 	m := d.vmem
 	m.commitMu.Lock()
-	defer m.commitMu.Unlock()
+	start := time.Now()
+	defer func() {
+		m.commitMu.Unlock()
+		held = time.Since(start)
+	}()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if over && day != m.first {
-		return fmt.Errorf("sealing day %d, but the first day in memory is %d", day, m.first)
+		return 0, fmt.Errorf("sealing day %d, but the first day in memory is %d", day, m.first)
 	}
 	if _, split := m.since[day]; !split { // a split day's keys are its earlier parts
 		if err := d.clearStaleVisitorKeys(day, datasets); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if len(paths) > 0 {
 		if err := d.apply(func() error { return d.db.Ingest(context.Background(), paths) }); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	first, since := m.first, m.since
@@ -466,7 +472,7 @@ func (d *DB) switchVisitorDay(day uint32, over bool, dt dayTables, paths []strin
 	_ = b.Set(visitorSplitsKey, m.encodeSplits(), nil)
 	if err := d.commit(b, pebble.Sync); err != nil {
 		m.first, m.since = first, since
-		return err
+		return 0, err
 	}
 	if over {
 		delete(m.days, day)
@@ -477,7 +483,7 @@ func (d *DB) switchVisitorDay(day uint32, over bool, dt dayTables, paths []strin
 		delete(m.frozen, day)
 	}
 	m.entries -= int(dt.md.n)
-	return nil
+	return 0, nil
 }
 
 // splitSince is where the memory part of day starts when it is split at

@@ -349,6 +349,9 @@ func TestKill9NoAcknowledgedEventLost(t *testing.T) {
 				break
 			}
 		}
+		if logs := s.Logs(); strings.Contains(logs, "visitor index day split") && !strings.Contains(logs, "commits_held") {
+			t.Errorf("the split's log line does not say how long it held the commits")
+		}
 	}
 }
 
