@@ -347,6 +347,7 @@ func TestVisitorMemDaysRecord(t *testing.T) {
 // day sealed early reads) takes nothing more in memory.
 func TestVisitorMemSplit(t *testing.T) {
 	db := openTestDB(t, "")
+	stopSealer(db.DB) // it reads db.now, which the test sets
 	day := memFirst(db.DB)
 	at := func(h int) int64 { return int64(day)*dayMs + int64(h)*3_600_000 }
 	n := uint64(0)
@@ -387,6 +388,7 @@ func TestVisitorMemSplit(t *testing.T) {
 	write("w", 10, 21)
 	check("written after the split", 2)
 	db = db.reopen(t)
+	stopSealer(db.DB)
 	check("reopened", 2)
 
 	if _, err := db.EraseVisitor(1, "w", nil); err != nil {
