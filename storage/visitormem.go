@@ -67,9 +67,6 @@ type visitorMem struct {
 	max  int           // entries before the fullest day is split
 	kick chan struct{} // wakes the sealer when max is passed
 	seed maphash.Seed  // of the visitor hashes (memDay.heads)
-	// peeked keeps add's first loads of the heads' slots from being
-	// optimised away.
-	peeked uint32
 	// sealChunks is the arena size, in chunks, at which a day is split: a
 	// place holds 12 bits of chunk number (arenaSealChunks).
 	sealChunks int
@@ -340,7 +337,7 @@ func (m *visitorMem) add(pending []pendingVisitor) {
 			peeked += md.heads.peek(hs[i])
 		}
 	}
-	m.peeked = peeked
+	keepLoads(peeked)
 	for i := range pending {
 		// pending is read by readers meanwhile (inflight.go): not written.
 		p := &pending[i]

@@ -305,7 +305,7 @@ func (d *DB) writeVisitorTables(day uint32, snap daySnapshot, names []string) (p
 	}()
 	var pfx, k, val []byte
 	lastDS := uint32(math.MaxUint32)
-	var peeked byte
+	var peeked uint32
 	for p, num := range order {
 		// In key order the visitors' bytes are anywhere in the arena: load
 		// the next few visitors' first bytes in a loop that does nothing
@@ -350,7 +350,7 @@ func (d *DB) writeVisitorTables(day uint32, snap daySnapshot, names []string) (p
 	if w != nil {
 		err, w = w.Close(), nil
 	}
-	sinkPeeked(peeked)
+	keepLoads(peeked)
 	return paths, datasets, err
 }
 
@@ -358,24 +358,18 @@ func (d *DB) writeVisitorTables(day uint32, snap daySnapshot, names []string) (p
 const lookAhead = 64
 
 // touch loads the places in the arena of visitors nums, then their first
-// bytes, and returns something made of them.
-func (s daySnapshot) touch(nums []uint32) byte {
+// bytes, and returns their sum (for keepLoads).
+func (s daySnapshot) touch(nums []uint32) uint32 {
 	var refs [lookAhead]uint32
 	for i, num := range nums {
 		refs[i] = s.vis[num]
 	}
-	var b byte
+	var sum uint32
 	for _, ref := range refs[:len(nums)] {
-		b += s.arena[ref>>arenaChunkBits][ref&(1<<arenaChunkBits-1)]
+		sum += uint32(s.arena[ref>>arenaChunkBits][ref&(1<<arenaChunkBits-1)])
 	}
-	return b
+	return sum
 }
-
-// sinkPeeked keeps the look-ahead loads, whose values nothing needs, from
-// being compiled away.
-//
-//go:noinline
-func sinkPeeked(byte) {}
 
 // clearStaleVisitorKeys range-deletes the day's W keys of the datasets
 // that have any, before the day's tables go in: Pebble may hold keys of a
@@ -416,7 +410,8 @@ func (d *DB) clearStaleVisitorKeys(day uint32, datasets []uint32) error {
 // its frozen part) is held in memory from since (dt.at less the slack)
 // on: the entries its new part took dated before since (sent late, or in
 // flight at the freeze), which then leave memory.
-// It returns how long it held the commits.
+// It returns how long it held the commits (set by the deferred unlock on
+// every return).
 func (d *DB) switchVisitorDay(day uint32, over bool, dt dayTables, paths []string, datasets []uint32) (held time.Duration, err error) {
 	m := d.vmem
 	m.commitMu.Lock()
