@@ -76,7 +76,8 @@ type DB struct {
 	fatal    *fatalState
 	readOnly bool
 	derived  *derived
-	skip     skipKeys // index keys AddEvent leaves out (Experiment only)
+	splits   *tableSplits // where flushed and compacted tables end (tablesplit.go)
+	skip     skipKeys     // index keys AddEvent leaves out (Experiment only)
 	links    linkCache
 	// legacyVisitors: opened read-only before the visitor index moved to
 	// day partitions, so readers use the old layout (visitors.go).
@@ -143,8 +144,10 @@ func Open(dir string, o Options) (*DB, error) {
 	// One prefix per table (records, name index, log, idempotency keys...):
 	// the records and the name index grow at their ends, so a flushed
 	// table of them overlaps little below it, and compactions rewrite
-	// 40% fewer bytes (docs/benchmarks.md, session 10).
-	opts.Experimental.SpanPolicyFunc = splitAtPrefix
+	// 40% fewer bytes (docs/benchmarks.md, session 10). Busy datasets and
+	// event names get tables of their own too (tablesplit.go).
+	splits := newTableSplits()
+	opts.Experimental.SpanPolicyFunc = splits.policy
 	var wake *wakeup.Timer
 	if o.WALMinSyncInterval > 0 && !o.ReadOnly {
 		interval := o.WALMinSyncInterval
@@ -188,7 +191,7 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
 	commits := &inflight{}
-	d := &DB{db: db, wake: wake, fatal: fatal, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
+	d := &DB{db: db, wake: wake, fatal: fatal, splits: splits, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
 		vmem: newVisitorMem(o.VisitorMemory, commits), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}
 	if err := d.openRecords(o); err != nil {

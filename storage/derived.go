@@ -213,6 +213,7 @@ func (dv *derived) checkpointLocked() error {
 		dv.frozen, dv.cur = dv.cur, newOverlay()
 		dv.mu.Unlock()
 		dv.viewMu.Unlock()
+		dv.db.splits.observe(dv.frozen, time.Now())
 	}
 	b := dv.db.db.NewBatch()
 	defer b.Close()

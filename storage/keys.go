@@ -3,8 +3,6 @@ package storage
 import (
 	"encoding/binary"
 	"math"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // Key prefixes; see the package documentation for the layout.
@@ -29,15 +27,6 @@ const (
 	prefixEventV1 = 'E'
 	prefixTimeV1  = 'T'
 )
-
-// splitAtPrefix is Pebble's SpanPolicyFunc: the default policy, with every
-// flushed or compacted table ended where the key's first byte changes.
-func splitAtPrefix(start []byte) (pebble.SpanPolicy, []byte, error) {
-	if len(start) == 0 || start[0] == 0xff {
-		return pebble.SpanPolicy{}, nil, nil
-	}
-	return pebble.SpanPolicy{}, []byte{start[0] + 1}, nil
-}
 
 // datasetPrefixes are the prefixes whose keys start with a dataset number:
 // deleting a dataset deletes under each of them.

@@ -346,18 +346,6 @@ func TestLevelWidth(t *testing.T) {
 // TestSplitAtPrefix: every flushed table holds keys of one prefix byte, so
 // that a table of records (which grow at their end) overlaps little below.
 func TestSplitAtPrefix(t *testing.T) {
-	for _, tc := range []struct {
-		start, end []byte
-	}{
-		{[]byte{prefixRecord, 0, 0, 0, 1}, []byte{prefixRecord + 1}},
-		{[]byte{prefixIdem}, []byte{prefixIdem + 1}},
-		{[]byte{0xff, 1}, nil},
-		{nil, nil},
-	} {
-		if _, end, err := splitAtPrefix(tc.start); err != nil || !bytes.Equal(end, tc.end) {
-			t.Errorf("splitAtPrefix(%x) = %x, %v; want %x", tc.start, end, err, tc.end)
-		}
-	}
 	db := openTestDB(t, "")
 	b := db.NewBatch()
 	for i := range 100 {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -33,10 +34,10 @@ func (l *compactionLog) mark() int {
 }
 
 // fromL0 waits for the compaction, ended after mark, that takes the L0 table
-// of prefix out of L0 and returns its kind ("move", "default", ...). It
-// fails the test if none has ended after a minute: Pebble schedules it on
-// its own.
-func (l *compactionLog) fromL0(t *testing.T, mark int, prefix byte) string {
+// of keys starting with prefix out of L0 and returns its kind ("move",
+// "default", ...). It fails the test if none has ended after a minute:
+// Pebble schedules it on its own.
+func (l *compactionLog) fromL0(t *testing.T, mark int, prefix []byte) string {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		l.mu.Lock()
@@ -46,7 +47,7 @@ func (l *compactionLog) fromL0(t *testing.T, mark int, prefix byte) string {
 					continue
 				}
 				for _, tb := range in.Tables {
-					if tb.Smallest.UserKey[0] == prefix {
+					if bytes.HasPrefix(tb.Smallest.UserKey, prefix) {
 						l.mu.Unlock()
 						return ci.Reason
 					}
@@ -55,41 +56,56 @@ func (l *compactionLog) fromL0(t *testing.T, mark int, prefix byte) string {
 		}
 		l.mu.Unlock()
 	}
-	t.Fatalf("no compaction took the flushed %c table out of L0 within a minute", prefix)
+	t.Fatalf("no compaction took the flushed %q table out of L0 within a minute", prefix)
 	return ""
 }
 
 // TestFlushedTablesMoved: once the LSM holds data, a flush of records and
 // name-index keys later than everything below them is moved down, not
 // rewritten, although it is larger than Pebble's default 2 MiB table (which
-// it would cut into pieces that a compaction then merges). The first flush
-// goes down in one compaction with every other prefix.
+// it would cut into pieces that a compaction then merges). The events
+// belong to two datasets and two names, interleaved in every commit: each
+// dataset's records and each name's index keys get tables of their own
+// (tablesplit.go), or every flushed table would overlap the last of each
+// below. The first flush goes down in one compaction with every other
+// prefix.
 func TestFlushedTablesMoved(t *testing.T) {
 	var log compactionLog
 	db := openTestDBWith(t, Options{Events: log.listener()})
 	pad := make([]byte, 100)
 	n := uint64(0)
+	names := []string{"e", "f"}
+	var groups [][]byte
+	for ds := uint32(1); ds <= 2; ds++ {
+		groups = append(groups, appendDataset(nil, prefixRecord, ds))
+		for _, name := range names {
+			groups = append(groups, namePrefix(nil, ds, name))
+		}
+	}
 	for round := range 3 {
 		// About 4 MB of records in one flush, more than 2 MB compressed
 		// (their padding is random hex).
 		for range 10 {
-			events := make([]*Event, 0, 2000)
-			for range 2000 {
-				n++
-				_, _ = rand.Read(pad)
-				id := testID(n << 20) // the id's millisecond is n
-				events = append(events, &Event{ID: id, Name: "e", Timestamp: IDTime(id),
-					Properties: fmt.Appendf(nil, `{"pad":"%s"}`, hex.EncodeToString(pad))})
+			for ds := uint32(1); ds <= 2; ds++ {
+				events := make([]*Event, 0, 1000)
+				for i := range 1000 {
+					n++
+					_, _ = rand.Read(pad)
+					id := testID(n << 20) // the id's millisecond is n
+					events = append(events, &Event{ID: id, Name: names[i%2], Timestamp: IDTime(id),
+						Properties: fmt.Appendf(nil, `{"pad":"%s"}`, hex.EncodeToString(pad))})
+				}
+				commitEvents(t, db.DB, ds, events...)
 			}
-			commitEvents(t, db.DB, 1, events...)
 		}
+		db.derived.checkpoint() // as the derived loop does every second: the groups' shares
 		mark := log.mark()
 		if err := db.Pebble().Flush(); err != nil {
 			t.Fatal(err)
 		}
-		for _, prefix := range []byte{prefixRecord, prefixName} {
-			if kind := log.fromL0(t, mark, prefix); round > 0 && kind != "move" {
-				t.Errorf("flush %d: the %c table left L0 by a %q compaction, want a move", round+1, prefix, kind)
+		for _, g := range groups {
+			if kind := log.fromL0(t, mark, g); round > 0 && kind != "move" {
+				t.Errorf("flush %d: the %q table left L0 by a %q compaction, want a move", round+1, g, kind)
 			}
 		}
 	}

@@ -1,0 +1,106 @@
+package storage
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+// testOverlay is an overlay holding count events per (ds, name) in one
+// minute ("" is every event of ds, as the derived data counts them).
+func testOverlay(counts map[seriesKey]int64) *overlay {
+	o := newOverlay()
+	for sk, n := range counts {
+		o.bucket(sk.ds, sk.name, LevelMinute, 0).count = n
+		o.bucket(sk.ds, sk.name, LevelHour, 0).count = n // only minutes are counted
+	}
+	return o
+}
+
+func minute(ds uint32, name string) seriesKey { return seriesKey{ds, name, LevelMinute} }
+
+// TestTableSplitsPolicy: a table ends where the key's first byte changes
+// and where a busy group's range begins or ends.
+func TestTableSplitsPolicy(t *testing.T) {
+	ts := newTableSplits()
+	click := namePrefix(nil, 1, "click")
+	rec1 := appendDataset(nil, prefixRecord, 1)
+	ts.ranges.Store(&[]keyRange{
+		{click, prefixEnd(click)},
+		{rec1, prefixEnd(rec1)},
+	})
+	for _, tc := range []struct {
+		name       string
+		start, end []byte
+	}{
+		{"idempotency keys: the prefix", []byte{prefixIdem, 3}, []byte{prefixIdem + 1}},
+		{"a name before the busy one", nameKey(nil, 1, "a", 5, ID{}), click},
+		{"the busy name's first key", click, prefixEnd(click)},
+		{"in the busy name", nameKey(nil, 1, "click", 5, ID{}), prefixEnd(click)},
+		{"a longer name after it", nameKey(nil, 1, "clicks", 5, ID{}), []byte{prefixName + 1}},
+		{"another dataset's name", nameKey(nil, 2, "click", 5, ID{}), []byte{prefixName + 1}},
+		{"records of dataset 0", recordKey(nil, 0, 5, ID{}), rec1},
+		{"records of the busy dataset", recordKey(nil, 1, 5, ID{}), prefixEnd(rec1)},
+		{"records of dataset 2", recordKey(nil, 2, 5, ID{}), []byte{prefixRecord + 1}},
+		{"the last prefix", []byte{0xff, 1}, nil},
+		{"no key", nil, nil},
+	} {
+		if _, end, err := ts.policy(tc.start); err != nil || !bytes.Equal(end, tc.end) {
+			t.Errorf("%s: policy(%x) = %x, %v; want %x", tc.name, tc.start, end, err, tc.end)
+		}
+	}
+}
+
+// TestTableSplitsObserve: groups with 1/32 of the events get ranges, bots
+// count with their name and dataset, and old traffic fades.
+func TestTableSplitsObserve(t *testing.T) {
+	ranges := func(ts *tableSplits) []string {
+		var got []string
+		for _, r := range *ts.ranges.Load() {
+			got = append(got, string(r.lo))
+			if !bytes.Equal(r.hi, prefixEnd(r.lo)) {
+				t.Errorf("range %q ends at %q", r.lo, r.hi)
+			}
+		}
+		return got
+	}
+	want := func(ts *tableSplits, what string, keys ...[]byte) {
+		t.Helper()
+		got := ranges(ts)
+		if len(got) != len(keys) {
+			t.Fatalf("%s: ranges %q, want %q", what, got, keys)
+		}
+		for i, k := range keys {
+			if got[i] != string(k) {
+				t.Errorf("%s: range %d is %q, want %q", what, i, got[i], k)
+			}
+		}
+	}
+	ts := newTableSplits()
+	at := time.Unix(1_000_000, 0)
+	ts.observe(testOverlay(map[seriesKey]int64{
+		minute(1, ""): 1000, minute(1, "click"): 600, minute(1, "view"): 370, minute(1, "rare"): 10,
+		minute(1, botAll): 30, minute(1, botAll+"rare"): 30, // rare: 40 of 1,061 with its bots
+		minute(2, ""): 31, minute(2, "x"): 31, // 31 of 1,061: short of 1/32
+	}), at)
+	want(ts, "first checkpoint",
+		namePrefix(nil, 1, "rare"), namePrefix(nil, 1, "view"), namePrefix(nil, 1, "click"),
+		appendDataset(nil, prefixRecord, 1), appendDataset(nil, prefixDisplaced, 1))
+
+	// Five half-lives later the old counts weigh 1/32: a new name's
+	// thousand events take the whole share.
+	at = at.Add(5 * splitHalfLife)
+	ts.observe(testOverlay(map[seriesKey]int64{minute(1, ""): 1000, minute(1, "signup"): 1000}), at)
+	want(ts, "after five half-lives",
+		namePrefix(nil, 1, "signup"), appendDataset(nil, prefixRecord, 1), appendDataset(nil, prefixDisplaced, 1))
+
+	// No events: the shares stay as they were, and volumes fall until
+	// they are dropped under half an event.
+	ts.observe(newOverlay(), at.Add(5*splitHalfLife))
+	want(ts, "five quiet half-lives", namePrefix(nil, 1, "signup"), appendDataset(nil, prefixRecord, 1), appendDataset(nil, prefixDisplaced, 1))
+	ts.observe(newOverlay(), at.Add(20*splitHalfLife))
+	want(ts, "twenty quiet half-lives")
+	if len(ts.vol) != 0 {
+		t.Errorf("volumes kept: %v", ts.vol)
+	}
+}
