@@ -367,6 +367,44 @@ func TestTemplates(t *testing.T) {
 	}
 }
 
+// TestTemplateNames: "{name}" takes one of BackfillNames by n, with their
+// weights, in AppendTo and AppendBody alike.
+func TestTemplateNames(t *testing.T) {
+	tm := NewTemplate(WithEventNames(EventTemplate))
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	counts := map[string]int{}
+	const n = 12800
+	for i := range uint64(n) {
+		body := tm.AppendTo(nil, i)
+		req.ResetBody()
+		tm.AppendBody(req, i)
+		if string(req.Body()) != string(body) {
+			t.Fatalf("AppendBody = %s, AppendTo = %s", req.Body(), body)
+		}
+		var e struct {
+			Event     string `json:"event"`
+			VisitorID string `json:"visitor_id"`
+		}
+		if err := json.Unmarshal(body, &e); err != nil || e.VisitorID != fmt.Sprint("v_", i) {
+			t.Fatalf("%s: %v", body, err)
+		}
+		counts[e.Event]++
+	}
+	for i, name := range BackfillNames {
+		want := n >> (i + 1)
+		if i == len(BackfillNames)-1 {
+			want = n >> i
+		}
+		if got := counts[name]; got < want*3/4 || got > want*5/4 {
+			t.Errorf("%s: %d of %d events, want about %d", name, got, n, want)
+		}
+	}
+	if got := string(NewTemplate(`{n}-{name}-{n}`).AppendTo(nil, 3)); got != "3-"+BackfillName(3)+"-3" {
+		t.Errorf("AppendTo = %s", got)
+	}
+}
+
 func TestBatchAccepted(t *testing.T) {
 	tests := []struct {
 		body string

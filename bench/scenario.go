@@ -12,25 +12,43 @@ import (
 
 // Template is a body with "{n}" placeholders replaced by a number per
 // request, so every event differs (visitor ids, skus) without building JSON
-// at run time.
+// at run time, and "{name}" placeholders replaced by an event name picked
+// by the number (one of BackfillNames, with their weights).
 type Template struct {
 	parts [][]byte // literal text around the placeholders
+	names []bool   // names[i]: the placeholder before parts[i+1] is "{name}"
 }
 
-// NewTemplate splits text at every "{n}".
+// NewTemplate splits text at every "{n}" and "{name}".
 func NewTemplate(text string) *Template {
 	t := &Template{}
-	for _, p := range strings.Split(text, "{n}") {
-		t.parts = append(t.parts, []byte(p))
+	for {
+		i, j := strings.Index(text, "{n}"), strings.Index(text, "{name}")
+		if i < 0 && j < 0 {
+			t.parts = append(t.parts, []byte(text))
+			return t
+		}
+		if j >= 0 && (i < 0 || j < i) {
+			t.parts = append(t.parts, []byte(text[:j]))
+			t.names = append(t.names, true)
+			text = text[j+len("{name}"):]
+			continue
+		}
+		t.parts = append(t.parts, []byte(text[:i]))
+		t.names = append(t.names, false)
+		text = text[i+len("{n}"):]
 	}
-	return t
 }
 
 // AppendTo appends the template with n substituted to dst.
 func (t *Template) AppendTo(dst []byte, n uint64) []byte {
 	for i, p := range t.parts {
 		if i > 0 {
-			dst = strconv.AppendUint(dst, n, 10)
+			if t.names[i-1] {
+				dst = append(dst, BackfillName(n)...)
+			} else {
+				dst = strconv.AppendUint(dst, n, 10)
+			}
 		}
 		dst = append(dst, p...)
 	}
@@ -44,10 +62,21 @@ func (t *Template) AppendBody(req *fasthttp.Request, n uint64) {
 	digits := strconv.AppendUint(num[:0], n, 10)
 	for i, p := range t.parts {
 		if i > 0 {
-			req.AppendBody(digits)
+			if t.names[i-1] {
+				req.AppendBodyString(BackfillName(n))
+			} else {
+				req.AppendBody(digits)
+			}
 		}
 		req.AppendBody(p)
 	}
+}
+
+// WithEventNames returns tmpl with its event name replaced by "{name}":
+// the events spread over BackfillNames as real traffic spreads over a few
+// names taking most events and a tail of rare ones.
+func WithEventNames(tmpl string) string {
+	return strings.Replace(tmpl, `"event":"purchase"`, `"event":"{name}"`, 1)
 }
 
 // EventTemplate is the default single event: the brief's purchase event with
@@ -168,14 +197,14 @@ func SegmentAccepted(size int) func(resp *fasthttp.Response) int {
 	}
 }
 
-// BackfillNames are the event names of the analytics data set, with
-// skewed frequencies (name i gets about twice as many events as name i+1),
-// so a breakdown has a clear order.
+// BackfillNames are the event names of the analytics data set and of
+// "{name}" in a Template, with skewed frequencies (name i gets about twice
+// as many events as name i+1), so a breakdown has a clear order.
 var BackfillNames = []string{"page_view", "click", "signup", "add_to_cart", "checkout", "purchase", "refund", "invite"}
 
-// backfillName picks the name of event k: half are the first name, a quarter
+// BackfillName picks the name of event k: half are the first name, a quarter
 // the second, and so on.
-func backfillName(k uint64) string {
+func BackfillName(k uint64) string {
 	h := k * 0x9E3779B97F4A7C15
 	i := 0
 	for i < len(BackfillNames)-1 && h&(1<<uint(63-i)) == 0 {
@@ -208,7 +237,7 @@ func BackfillRequest(path, key string, size int, total uint64, from, to time.Tim
 				b = append(b, ',')
 			}
 			b = append(b, `{"event":"`...)
-			b = append(b, backfillName(k)...)
+			b = append(b, BackfillName(k)...)
 			b = append(b, `","visitor_id":"v_`...)
 			b = strconv.AppendUint(b, k%visitors, 10)
 			b = append(b, `","timestamp":"`...)

@@ -84,6 +84,7 @@ type options struct {
 	cursorBacklog   int
 	cursorAckWindow int
 	whereEvents     int
+	eventNames      bool
 }
 
 // hiddenFlags are for the bench's own machinery and tests, not for users.
@@ -104,6 +105,7 @@ func run(args []string) int {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unrecorded warm-up of each subject before a scenario's first round")
 	fs.IntVar(&o.conns, "conns", 0, "connections (and Pebble committers) of the closed-loop scenarios; 0: each scenario's own (64, batch 16)")
 	fs.IntVar(&o.batchSize, "batch-size", 100, "events per batch request and per Pebble batch commit")
+	fs.BoolVar(&o.eventNames, "event-names", false, "spread the events of the default template (single, batch, enterprise, mixed, import...) over eight names (half page_view, a quarter click, ...) instead of one, as real traffic is")
 	fs.StringVar(&o.jsonOut, "json", "bench-results.json", "results file; empty: none")
 	fs.StringVar(&o.htmlOut, "html", "bench-report.html", "self-contained HTML report; empty: none")
 	fs.DurationVar(&o.fsyncDelay, "fsync-delay", 0, "extra time per fsync, in eventd (serve --fsync-delay) and in the Pebble ceiling: emulates a slower disk")
@@ -283,10 +285,14 @@ func benchMain(ctx context.Context, o *options) error {
 	} else {
 		defer os.RemoveAll(tmp)
 	}
-	e := &env{o: o, tmpl: bench.NewTemplate(bench.EventTemplate), origin: started}
+	tmpl := bench.EventTemplate
+	if o.eventNames {
+		tmpl = bench.WithEventNames(tmpl)
+	}
+	e := &env{o: o, tmpl: bench.NewTemplate(tmpl), origin: started}
 	config := map[string]any{
 		"duration_s": o.duration.Seconds(), "rounds": o.rounds, "warmup_s": o.warmup.Seconds(),
-		"conns": o.conns, "batch_size": o.batchSize, "fsync_delay_ms": float64(o.fsyncDelay) / 1e6,
+		"conns": o.conns, "batch_size": o.batchSize, "event_names": o.eventNames, "fsync_delay_ms": float64(o.fsyncDelay) / 1e6,
 		"scenarios": o.scenarioList(), "timeout_s": o.timeout.Seconds(), "fsync": "on (every 201 is after pebble.Sync)",
 		"enterprise_keys": o.keys, "enterprise_key_limit_per_min": o.keyLimit, "open_conns": o.openConns,
 		"ratelimit_keys": o.rlKeys, "ratelimit_limit_per_min": o.rlLimit,

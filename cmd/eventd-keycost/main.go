@@ -37,6 +37,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/eventd/eventd/bench"
 	"github.com/eventd/eventd/engine/ids"
 	"github.com/eventd/eventd/storage"
 )
@@ -481,19 +482,11 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 	return r, nil
 }
 
-// names and weights: page_view half the events, click a quarter, and so on,
-// as in the bench's analytics data set.
-var names = []string{"page_view", "click", "signup", "add_to_cart", "checkout", "purchase", "refund", "invite"}
-
 // shape fills e as the bench's events look (bench.EventTemplate: about 170
 // bytes of properties), reusing props; the id and times are the caller's.
 func shape(e *storage.Event, props []byte, k, visitors uint64) []byte {
 	h := k * 0x9E3779B97F4A7C15
-	i := 0
-	for i < len(names)-1 && h&(1<<uint(63-i)) == 0 {
-		i++
-	}
-	e.Name = names[i]
+	e.Name = bench.BackfillName(k) // page_view half the events, click a quarter, and so on
 	e.VisitorID = "v_" + strconv.FormatUint(h%visitors, 10)
 	e.HasVisitor = true
 	p := append(props[:0], `{"amount":`...)
