@@ -75,7 +75,7 @@ func TestSequencerOrder(t *testing.T) {
 					batch = append(batch, id)
 				}
 				runtime.Gosched() // let the other shard stamp while this batch is open
-				if i%5 == 4 {     // the mailbox ran dry
+				if i%5 == 4 { // the mailbox ran dry
 					commit(tn, batch)
 					batch, tn = nil, nil
 				}
