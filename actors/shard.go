@@ -20,7 +20,7 @@ const maxBatchEvents = 4096
 // commits are queued for it, and commits with fsync when its queue runs dry.
 type shard struct {
 	db          *storage.DB
-	seq         *sequencer   // ids and the order of the shards' commits
+	gen         *ids.Generator
 	horizon     *ids.Horizon // nil: nobody reads the settled horizon (tests)
 	hold        *ids.Hold    // taken with the open batch, released once it is committed
 	queued      atomic.Int64 // commits sent and not yet received
@@ -48,13 +48,6 @@ func (s *shard) Receive(ctx actor.Context) {
 	if !ok {
 		return
 	}
-	var block ids.Block
-	if s.batch != nil {
-		var ok bool
-		if block, _, ok = s.seq.stamp(s, len(c.write.Events), true); !ok {
-			s.flush() // another shard's batch took ids after this one's: this one goes first
-		}
-	}
 	if s.batch == nil {
 		s.batch = s.db.NewBatch()
 		if s.horizon != nil {
@@ -62,15 +55,13 @@ func (s *shard) Receive(ctx actor.Context) {
 			// above this hold's floor until the batch is committed.
 			s.hold = s.horizon.Hold()
 		}
-		var t *turn
-		block, t, _ = s.seq.stamp(s, len(c.write.Events), false)
-		s.batch.SetTurn(t)
 	}
 	now := time.Now().UnixMilli()
 	var routes []*WebhookConfig
 	if s.hooks != nil {
 		routes = s.hooks.eventRoutes(c.write.Dataset)
 	}
+	block := s.gen.Reserve(len(c.write.Events))
 	for i := range c.write.Events {
 		p := &c.write.Events[i]
 		var ms int64
@@ -178,9 +169,8 @@ func NewShards(system *actor.ActorSystem, db *storage.DB, gen *ids.Generator, n 
 		commitTime:  reg.Histogram("eventd_commit_duration_seconds", "Time of one group commit including fsync.", "", metrics.LatencyBuckets),
 	}
 	mbs := make([]mailboxHeld, n)
-	seq := newSequencer(gen)
 	for i := 0; i < n; i++ {
-		sh := &shard{db: db, seq: seq, broadcaster: broadcaster, system: system, log: log, m: m}
+		sh := &shard{db: db, gen: gen, broadcaster: broadcaster, system: system, log: log, m: m}
 		s.shards = append(s.shards, sh)
 		s.pids = append(s.pids, system.Root.Spawn(mbs[i].props(func() actor.Actor { return sh })))
 	}

@@ -30,22 +30,7 @@ type Batch struct {
 	// keys holds each secondary key family (Z, N, I) apart until Commit
 	// appends them to b, family after family (keyFamily).
 	keys [numKeyFamilies]*pebble.Batch
-	turn Turn // nil: the batch reaches the memtable whenever it commits
 }
-
-// Turn orders batches on their way into Pebble's memtable: Commit calls
-// Wait before it applies the batch and Done once it is in the memtable,
-// before it waits for the fsync. The shards use it to apply their batches
-// in the order of their ids, so that no record reaches a memtable after a
-// later one has been flushed (actors.sequencer; docs/benchmarks.md,
-// session 19). Done is called exactly once, even when the apply fails.
-type Turn interface {
-	Wait()
-	Done()
-}
-
-// SetTurn makes Commit wait for t before the batch is applied.
-func (b *Batch) SetTurn(t Turn) { b.turn = t }
 
 // keyFamily is a family of keys that AddEvent and AddIdempotency write
 // beside the records. Pebble inserts a batch's keys into the memtable's
@@ -212,12 +197,7 @@ func (b *Batch) Commit(sync bool) error {
 		c = &inflightCommit{seq: seq, r: r, mem: mem}
 		b.db.inflight.begin(c)
 	}
-	var err error
-	if b.turn != nil {
-		err = b.db.commitInTurn(b.b, b.turn, sync)
-	} else {
-		err = b.db.commit(b.b, opts)
-	}
+	err := b.db.commit(b.b, opts)
 	b.db.passStage(stagePublished)
 	// The visitor entries first: once folded, a checkpoint may delete the
 	// L key by which readers find this commit (inflight.go), and only the

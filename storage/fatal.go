@@ -122,44 +122,6 @@ func (d *DB) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
 	return d.apply(func() error { return b.Commit(o) })
 }
 
-// commitInTurn commits a Pebble batch once t's turn has come, and ends
-// the turn as soon as the batch is in the memtable: the next batch's
-// apply overlaps this one's fsync, which Pebble's WAL shares.
-// The turn ends even when the store has failed or the apply panics, lest
-// every later batch wait for it.
-func (d *DB) commitInTurn(b *pebble.Batch, t Turn, sync bool) error {
-	waited, ended := false, false
-	end := func() {
-		if !ended {
-			ended = true
-			if !waited {
-				t.Wait()
-			}
-			t.Done()
-		}
-	}
-	defer end()
-	return d.apply(func() error {
-		t.Wait()
-		waited = true
-		if !sync {
-			defer end()
-			return b.Commit(pebble.NoSync)
-		}
-		err := d.db.ApplyNoSyncWait(b, pebble.Sync)
-		end()
-		if err != nil {
-			return err
-		}
-		if err := b.SyncWait(); err != nil {
-			// What Pebble's Apply does with a failed WAL write or sync
-			// (pebbleLogger.Fatalf): the store is done for.
-			return d.fatal.fail(&FatalError{Msg: fmt.Sprintf("%s: %v", commitFatal, err), cause: err})
-		}
-		return nil
-	})
-}
-
 // Failed is the fatal error that stopped the store, or nil.
 func (d *DB) Failed() error { return d.fatal.failed() }
 

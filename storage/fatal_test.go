@@ -53,12 +53,6 @@ func (f *fullFile) Write(p []byte) (int, error) {
 // calls Fatalf("fatal commit error") in the committing goroutine; the commit
 // returns a FatalError that says no space (the request gets 507, no panic),
 // OnFatal is told once, and every later write fails the same way at once.
-// countTurn is a storage.Turn that counts its calls.
-type countTurn struct{ waits, dones int }
-
-func (c *countTurn) Wait() { c.waits++ }
-func (c *countTurn) Done() { c.dones++ }
-
 func TestWALNoSpaceIsAnError(t *testing.T) {
 	fs := &fullFS{FS: vfs.NewMem()}
 	fatal := make(chan error, 4)
@@ -75,15 +69,10 @@ func TestWALNoSpaceIsAnError(t *testing.T) {
 
 	b := db.NewBatch()
 	b.AddEvent(1, &Event{ID: ID{1}, Name: "e", Timestamp: 1, CreatedAt: 1, Properties: []byte("{}")})
-	var turn countTurn
-	b.SetTurn(&turn) // as the shards commit
 	err = b.Commit(true)
 	var fe *FatalError
 	if !errors.As(err, &fe) || !NoSpace(err) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("commit on a full WAL: %v (%T), want a FatalError wrapping ENOSPC", err, err)
-	}
-	if turn != (countTurn{waits: 1, dones: 1}) {
-		t.Errorf("the failed commit's turn: %+v, want one Wait and one Done (the next batch waits for it)", turn)
 	}
 	select {
 	case got := <-fatal:
@@ -101,16 +90,6 @@ func TestWALNoSpaceIsAnError(t *testing.T) {
 		"Flush":     db.Flush,
 		"Batch":     func() error { return db.NewBatch().Commit(true) },
 		"Windows":   func() error { return db.PutWindows("k", []byte("x")) },
-		"Batch in its turn": func() error {
-			turn = countTurn{}
-			b := db.NewBatch()
-			b.SetTurn(&turn)
-			err := b.Commit(true)
-			if turn != (countTurn{waits: 1, dones: 1}) {
-				t.Errorf("a turn after the failure: %+v, want one Wait and one Done", turn)
-			}
-			return err
-		},
 	} {
 		if err := write(); !errors.As(err, &fe) {
 			t.Errorf("%s after the failure: %v, want the FatalError", name, err)
