@@ -13,27 +13,26 @@ import (
 )
 
 // tableSplits is Pebble's SpanPolicyFunc: it ends every flushed or
-// compacted table where the key's first byte changes (splitAtPrefix) and,
-// within the records (S), the displaced events' keys (Z) and the name
-// index (N), where a busy dataset's or a busy event name's keys begin and
-// end.
+// compacted table where the key's first byte changes and, within the
+// records (S), the displaced events' keys (Z) and the name index (N), where
+// a busy dataset's or a busy dataset and event name's keys begin and end.
 //
 // Those keys grow at their ends, but only within their dataset (S, Z) or
 // their dataset and name (N). A flushed table that holds several of them
 // overlaps each one's last table below, so Pebble merged it with all of
 // them; a flushed table of one of them overlaps nothing below and is moved
-// down whole (session 18). With eight event names, ending the name
-// index's tables at each name took an event's storage CPU from 4.5-4.7 µs
-// to 3.9-4.1 (docs/benchmarks.md, session 19). Ending tables at every
-// name would also write a tiny table per rare name per flush, so only
-// groups with at least 1/minShareInv of the recent events get their own
-// tables; the others share tables between the busy ones.
+// down whole (session 18). With eight event names this took an event's
+// storage CPU from 4.3-4.4 µs to 3.6-3.8 (docs/benchmarks.md, session 19).
+// Ending tables at every name would also write a tiny table per rare name
+// per flush, so only groups with at least 1/minShareInv of the recent
+// events get their own tables; the others share tables between the busy
+// ones.
 //
 // The shares come from the derived checkpoints (observe), which already
 // hold each interval's counts per dataset and name.
 type tableSplits struct {
 	ranges atomic.Pointer[[]keyRange] // sorted, disjoint; read by Pebble's goroutines
-	// vol is each group's event count, decayed with halfLife; written by
+	// vol is each group's event count, halved every splitHalfLife; written by
 	// observe alone, which the derived checkpoints call one at a time.
 	vol  map[splitGroup]float64
 	last time.Time
