@@ -62,6 +62,21 @@ type variant struct {
 	// segment adds what a Segment track message is stored with beside
 	// the native event's properties ($event_name, $context, $user_id).
 	segment bool
+	// datasets, if more than 1, spreads the events evenly over that many
+	// datasets (projects and environments).
+	datasets uint64
+}
+
+// splitAtPrefixOnly ends tables only where the key's first byte changes,
+// as eventd did before busy datasets and names got tables of their own
+// (session 19).
+func splitAtPrefixOnly(o *pebble.Options) {
+	o.Experimental.SpanPolicyFunc = func(start []byte) (pebble.SpanPolicy, []byte, error) {
+		if len(start) == 0 || start[0] == 0xff {
+			return pebble.SpanPolicy{}, nil, nil
+		}
+		return pebble.SpanPolicy{}, []byte{start[0] + 1}, nil
+	}
 }
 
 func fnv64(s string) uint64 {
@@ -132,10 +147,13 @@ var variants = map[string]variant{
 		binary.BigEndian.PutUint64(b[10:], h2)
 		return string(b[:])
 	}, hashedKey: true},
-	"idemBench": {about: "today's store, each event with the bench's idempotency key (node-next-1764000000000-<n>)", idem: func(k uint64, _ int64) string { return "node-next-1764000000000-" + strconv.FormatUint(k, 10) }},
-	"unsplit":   {about: "flushed and compacted tables not split where the key prefix changes (before session 10)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.Experimental.SpanPolicyFunc = nil }}},
-	"splitDs":   {about: "tables split where the dataset changes too", exp: storage.Experiment{Pebble: splitAtDatasets}},
-	"visIngest": {about: "the visitor index written once, sorted, as an ingested sstable after the writes instead of in each commit", exp: storage.Experiment{SkipVisitor: true}, ingestVisitors: true},
+	"idemBench":           {about: "today's store, each event with the bench's idempotency key (node-next-1764000000000-<n>)", idem: func(k uint64, _ int64) string { return "node-next-1764000000000-" + strconv.FormatUint(k, 10) }},
+	"unsplit":             {about: "flushed and compacted tables not split where the key prefix changes (before session 10)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.Experimental.SpanPolicyFunc = nil }}},
+	"splitDs":             {about: "tables split where the dataset changes too", exp: storage.Experiment{Pebble: splitAtDatasets}},
+	"prefixOnly":          {about: "tables split only where the key prefix changes (before session 19: busy datasets and names share tables)", exp: storage.Experiment{Pebble: splitAtPrefixOnly}},
+	"datasets4":           {about: "as all, the events spread over four datasets", datasets: 4},
+	"datasets4PrefixOnly": {about: "as datasets4, tables split only where the key prefix changes (before session 19)", datasets: 4, exp: storage.Experiment{Pebble: splitAtPrefixOnly}},
+	"visIngest":           {about: "the visitor index written once, sorted, as an ingested sstable after the writes instead of in each commit", exp: storage.Experiment{SkipVisitor: true}, ingestVisitors: true},
 	"rowblk": {about: "row-oriented sstable blocks (TableFormatPebblev4) instead of Pebble's default columnar ones", exp: storage.Experiment{Pebble: func(o *pebble.Options) {
 		o.Experimental.EnableColumnarBlocks = func() bool { return false }
 	}}},
@@ -372,7 +390,11 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 						entries[k] = visitorEntry(e)
 					}
 					if b != nil {
-						b.AddEvent(1, e)
+						ds := uint32(1)
+						if v.datasets > 1 {
+							ds += uint32(uint64(k) % v.datasets)
+						}
+						b.AddEvent(ds, e)
 						if v.idem != nil {
 							keyID := idemKeyID
 							if v.hashedKey {
