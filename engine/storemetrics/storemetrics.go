@@ -111,7 +111,7 @@ var (
 	flushes       = desc("flushes_total", "Memtable flushes to L0.")
 	flushBytes    = desc("flush_bytes_total", "Bytes written by flushes.")
 	flushSeconds  = desc("flush_duration_seconds_total", "Time spent flushing.")
-	compactions   = desc("compactions_total", "Compactions completed.")
+	compactions   = desc("compactions_total", "Compactions completed, by kind: move (a table moved down, nothing rewritten), default (tables merged and rewritten), and Pebble's others.", "kind")
 	compactBytes  = desc("compaction_bytes_written_total", "Bytes written by compactions.")
 	compactRead   = desc("compaction_bytes_read_total", "Bytes read by compactions.")
 	compactSecs   = desc("compaction_duration_seconds_total", "Time spent compacting.")
@@ -152,7 +152,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(flushes, float64(m.Flush.Count))
 	counter(flushBytes, float64(total.TableBytesFlushed+total.BlobBytesFlushed))
 	counter(flushSeconds, m.Flush.WriteThroughput.WorkDuration.Seconds())
-	counter(compactions, float64(m.Compact.Count))
+	for _, k := range compactionKinds(m) {
+		ch <- prometheus.MustNewConstMetric(compactions, prometheus.CounterValue, float64(k.n), k.kind)
+	}
 	counter(compactBytes, float64(total.TableBytesCompacted+total.BlobBytesCompacted))
 	counter(compactRead, float64(total.TableBytesRead))
 	counter(compactSecs, m.Compact.Duration.Seconds())
@@ -211,4 +213,23 @@ func fsyncHistogram(m *pebble.Metrics) prometheus.Metric {
 		return nil
 	}
 	return mh
+}
+
+// compactionKind is one value of compactions_total's kind label.
+type compactionKind struct {
+	kind string
+	n    int64
+}
+
+// compactionKinds splits Pebble's compaction count by kind; the kinds add
+// up to Compact.Count. Moves against merges say whether flushed tables go
+// down the LSM whole (docs/decisions.md, "Flushed tables moved down whole").
+func compactionKinds(m *pebble.Metrics) []compactionKind {
+	c := &m.Compact
+	return []compactionKind{
+		{"default", c.DefaultCount}, {"move", c.MoveCount}, {"copy", c.CopyCount},
+		{"delete_only", c.DeleteOnlyCount}, {"elision_only", c.ElisionOnlyCount}, {"read", c.ReadCount},
+		{"tombstone_density", c.TombstoneDensityCount}, {"rewrite", c.RewriteCount},
+		{"blob_file_rewrite", c.BlobFileRewriteCount},
+	}
 }

@@ -43,6 +43,17 @@ func TestCollectorOnStore(t *testing.T) {
 	}
 	got := map[string]float64{}
 	for _, mf := range mfs {
+		if mf.GetName() == "eventd_pebble_compactions_total" {
+			kinds := map[string]bool{}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					kinds[l.GetName()+"="+l.GetValue()] = true
+				}
+			}
+			if !kinds["kind=move"] || !kinds["kind=default"] || len(kinds) != 9 {
+				t.Errorf("compactions_total's series: %v, want the nine kinds", kinds)
+			}
+		}
 		m := mf.GetMetric()[0]
 		switch {
 		case m.Histogram != nil:
@@ -64,6 +75,27 @@ func TestCollectorOnStore(t *testing.T) {
 		if v, ok := got[name]; !ok || v < min {
 			t.Errorf("%s = %v (exported %v), want >= %v", name, v, ok, min)
 		}
+	}
+}
+
+// TestCompactionKinds: the kinds add up to Pebble's count of compactions.
+func TestCompactionKinds(t *testing.T) {
+	var m pebble.Metrics
+	c := &m.Compact
+	c.DefaultCount, c.MoveCount, c.CopyCount, c.DeleteOnlyCount, c.ElisionOnlyCount = 1, 2, 4, 8, 16
+	c.ReadCount, c.TombstoneDensityCount, c.RewriteCount, c.BlobFileRewriteCount = 32, 64, 128, 256
+	c.Count = 511
+	var sum int64
+	seen := map[string]bool{}
+	for _, k := range compactionKinds(&m) {
+		if seen[k.kind] {
+			t.Errorf("kind %s twice", k.kind)
+		}
+		seen[k.kind] = true
+		sum += k.n
+	}
+	if sum != c.Count {
+		t.Errorf("kinds add up to %d, want Count %d", sum, c.Count)
 	}
 }
 
