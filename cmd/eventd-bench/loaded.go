@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/eventd/eventd/bench"
@@ -186,6 +187,11 @@ func measureRestart(ctx context.Context, e *env, prog *progress) (*bench.Restart
 	if err != nil {
 		return nil, err
 	}
+	if e.admin != nil {
+		if b, err := e.admin.Get(ctx, "/metrics"); err == nil {
+			prog.note("%s", compactionNote(b))
+		}
+	}
 	prog.note("kill -9 eventd with a list total of %s, then start it again", groupInt(uint64(before)))
 	srv, took, err := e.srv.KillRestart(ctx, filepath.Join(filepath.Dir(e.srv.LogPath), "eventd-restart.log"))
 	if err != nil {
@@ -210,4 +216,31 @@ func measureRestart(ctx context.Context, e *env, prog *progress) (*bench.Restart
 func listTotal(ctx context.Context, target, key string) (int64, error) {
 	n, err := queryTotal(ctx, target, key, "/events?limit=1")
 	return int64(n), err
+}
+
+// compactionNote says how Pebble's compactions since eventd started went,
+// from its /metrics: moves leave a table whole, default compactions merge
+// and rewrite (docs/decisions.md, "Flushed tables moved down whole").
+func compactionNote(metrics []byte) string {
+	const prefix = `eventd_pebble_compactions_total{kind="`
+	kinds := map[string]float64{}
+	var total float64
+	for _, line := range strings.Split(string(metrics), "\n") {
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		kind, value, ok := strings.Cut(rest, `"} `)
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if !ok || err != nil {
+			continue
+		}
+		kinds[kind] = v
+		total += v
+	}
+	if total == 0 {
+		return "Pebble's compactions since eventd started: none reported"
+	}
+	return fmt.Sprintf("Pebble's compactions since eventd started: %.0f, of which %.0f moves and %.0f merges (default); %.0f of other kinds",
+		total, kinds["move"], kinds["default"], total-kinds["move"]-kinds["default"])
 }

@@ -102,3 +102,20 @@ func TestOptionsCheck(t *testing.T) {
 		t.Error("--soak with --scenarios should run them")
 	}
 }
+
+// TestCompactionNote reads the compactions by kind from /metrics.
+func TestCompactionNote(t *testing.T) {
+	metrics := []byte(`# HELP eventd_pebble_compactions_total Compactions completed, by kind.
+eventd_pebble_compactions_total{kind="default"} 3
+eventd_pebble_compactions_total{kind="move"} 40
+eventd_pebble_compactions_total{kind="delete_only"} 2
+eventd_pebble_compaction_bytes_written_total 1e+06
+`)
+	want := "Pebble's compactions since eventd started: 45, of which 40 moves and 3 merges (default); 2 of other kinds"
+	if got := compactionNote(metrics); got != want {
+		t.Errorf("compactionNote = %q, want %q", got, want)
+	}
+	if got := compactionNote(nil); got != "Pebble's compactions since eventd started: none reported" {
+		t.Errorf("compactionNote(nil) = %q", got)
+	}
+}
