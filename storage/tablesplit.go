@@ -38,12 +38,10 @@ type tableSplits struct {
 	last time.Time
 }
 
-// splitGroup is a dataset (name "" and byName false) or one event name of a
-// dataset.
+// splitGroup is a dataset (name "") or one event name of a dataset.
 type splitGroup struct {
-	ds     uint32
-	name   string
-	byName bool
+	ds   uint32
+	name string
 }
 
 // keyRange is [lo, hi).
@@ -111,8 +109,7 @@ func (t *tableSplits) observe(o *overlay, now time.Time) {
 		// Bots count under 0xff+name and 0xff (bots.go); their index keys
 		// are under their name and their records under their dataset.
 		name := strings.TrimPrefix(sk.name, botAll)
-		g := splitGroup{ds: sk.ds, name: name, byName: name != ""}
-		t.vol[g] += float64(n)
+		t.vol[splitGroup{sk.ds, name}] += float64(n)
 	}
 	t.ranges.Store(t.busy())
 }
@@ -122,7 +119,7 @@ func (t *tableSplits) observe(o *overlay, now time.Time) {
 func (t *tableSplits) busy() *[]keyRange {
 	var total float64
 	for g, v := range t.vol {
-		if !g.byName {
+		if g.name == "" {
 			total += v
 		}
 	}
@@ -131,7 +128,7 @@ func (t *tableSplits) busy() *[]keyRange {
 		if total == 0 || v*minShareInv < total {
 			continue
 		}
-		if g.byName {
+		if g.name != "" {
 			p := namePrefix(nil, g.ds, g.name)
 			rs = append(rs, keyRange{p, prefixEnd(p)})
 			continue
