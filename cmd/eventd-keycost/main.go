@@ -65,6 +65,27 @@ type variant struct {
 	// datasets, if more than 1, spreads the events evenly over that many
 	// datasets (projects and environments).
 	datasets uint64
+	// idemKeys, if more than 1, spreads the idempotency keys evenly over
+	// that many API keys (Segment sources).
+	idemKeys uint64
+}
+
+// splitIdemByKey also ends tables where an API key's idempotency keys
+// (I len keyID key) begin and end, as tableSplits does for busy names:
+// what giving busy API keys tables of their own would save.
+func splitIdemByKey(o *pebble.Options) {
+	prev := o.Experimental.SpanPolicyFunc
+	o.Experimental.SpanPolicyFunc = func(start []byte) (pebble.SpanPolicy, []byte, error) {
+		if len(start) >= 2 && start[0] == 'I' && len(start) >= 2+int(start[1]) {
+			end := append([]byte(nil), start[:2+int(start[1])]...)
+			for i := len(end) - 1; i >= 0; i-- { // the end of the key id's prefix
+				if end[i]++; end[i] != 0 {
+					return pebble.SpanPolicy{}, end[:i+1], nil
+				}
+			}
+		}
+		return prev(start)
+	}
 }
 
 // splitAtPrefixOnly ends tables only where the key's first byte changes,
@@ -150,6 +171,8 @@ var variants = map[string]variant{
 	"idemBench":           {about: "today's store, each event with the bench's idempotency key (node-next-1764000000000-<n>)", idem: func(k uint64, _ int64) string { return "node-next-1764000000000-" + strconv.FormatUint(k, 10) }},
 	"unsplit":             {about: "flushed and compacted tables not split where the key prefix changes (before session 10)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.Experimental.SpanPolicyFunc = nil }}},
 	"splitDs":             {about: "tables split where the dataset changes too", exp: storage.Experiment{Pebble: splitAtDatasets}},
+	"idemKeys4":           {about: "as idem, the idempotency keys of four API keys (Segment sources)", idem: segmentMessageID, idemKeys: 4},
+	"idemKeys4Split":      {about: "as idemKeys4, tables split where an API key's idempotency keys begin and end", idem: segmentMessageID, idemKeys: 4, exp: storage.Experiment{Pebble: splitIdemByKey}},
 	"prefixOnly":          {about: "tables split only where the key prefix changes (before session 19: busy datasets and names share tables)", exp: storage.Experiment{Pebble: splitAtPrefixOnly}},
 	"datasets4":           {about: "as all, the events spread over four datasets", datasets: 4},
 	"datasets4PrefixOnly": {about: "as datasets4, tables split only where the key prefix changes (before session 19)", datasets: 4, exp: storage.Experiment{Pebble: splitAtPrefixOnly}},
@@ -399,6 +422,9 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 							keyID := idemKeyID
 							if v.hashedKey {
 								keyID = ""
+							}
+							if v.idemKeys > 1 {
+								keyID = idemKeyID[:len(idemKeyID)-1] + strconv.FormatUint(uint64(k)%v.idemKeys, 10)
 							}
 							b.AddIdempotency(keyID, v.idem(uint64(k), ms), storage.IdemRecord{Hash: uint64(k) * 0x9E3779B97F4A7C15, ID: id, Timestamp: ms, CreatedAt: ms})
 						}
