@@ -30,6 +30,9 @@ type Batch struct {
 	// keys holds each secondary key family (Z, N, I) apart until Commit
 	// appends them to b, family after family (keyFamily).
 	keys [numKeyFamilies]*pebble.Batch
+	// idem counts the idempotency keys added per API key (one entry per
+	// run of one key id), for the table splits (tablesplit.go).
+	idem []idemCount
 }
 
 // keyFamily is a family of keys that AddEvent and AddIdempotency write
@@ -141,6 +144,11 @@ func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
 	v = binary.BigEndian.AppendUint64(v, uint64(r.CreatedAt))
 	_ = b.family(familyIdem).Set(k, v, nil)
 	b.scratch = v[:0]
+	if n := len(b.idem); n > 0 && b.idem[n-1].keyID == keyID {
+		b.idem[n-1].n++
+	} else {
+		b.idem = append(b.idem, idemCount{keyID, 1})
+	}
 }
 
 // Commit writes the batch; with sync it returns only after the WAL is
@@ -219,6 +227,10 @@ func (b *Batch) Commit(sync bool) error {
 		b.db.links.add(b.linkGen, b.links)
 	}
 	b.links = b.links[:0]
+	if err == nil && len(b.idem) > 0 {
+		b.db.splits.countIdem(b.idem)
+	}
+	b.idem = b.idem[:0]
 	if r != nil {
 		r.reset()
 	}

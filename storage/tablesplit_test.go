@@ -25,7 +25,9 @@ func TestTableSplitsPolicy(t *testing.T) {
 	ts := newTableSplits()
 	click := namePrefix(nil, 1, "click")
 	rec1 := appendDataset(nil, prefixRecord, 1)
+	keyA := idemKey(nil, "key_a", "")
 	ts.ranges.Store(&[]keyRange{
+		{keyA, prefixEnd(keyA)},
 		{click, prefixEnd(click)},
 		{rec1, prefixEnd(rec1)},
 	})
@@ -33,7 +35,9 @@ func TestTableSplitsPolicy(t *testing.T) {
 		name       string
 		start, end []byte
 	}{
-		{"idempotency keys: the prefix", []byte{prefixIdem, 3}, []byte{prefixIdem + 1}},
+		{"idempotency keys of a shorter key id", idemKey(nil, "k_1", "m"), keyA},
+		{"the busy key id's idempotency keys", idemKey(nil, "key_a", "node-next-1"), prefixEnd(keyA)},
+		{"a later key id's", idemKey(nil, "key_b", "m"), []byte{prefixIdem + 1}},
 		{"a name before the busy one", nameKey(nil, 1, "a", 5, ID{}), click},
 		{"the busy name's first key", click, prefixEnd(click)},
 		{"in the busy name", nameKey(nil, 1, "click", 5, ID{}), prefixEnd(click)},
@@ -102,5 +106,22 @@ func TestTableSplitsObserve(t *testing.T) {
 	want(ts, "twenty quiet half-lives")
 	if len(ts.vol) != 0 {
 		t.Errorf("volumes kept: %v", ts.vol)
+	}
+}
+
+// TestTableSplitsIdem: API keys with 1/32 of the recent idempotency keys
+// get ranges of their own, apart from the events' shares.
+func TestTableSplitsIdem(t *testing.T) {
+	ts := newTableSplits()
+	ts.countIdem([]idemCount{{"key_a", 60}, {"key_b", 2}})
+	ts.countIdem([]idemCount{{"key_a", 40}})
+	ts.observe(testOverlay(map[seriesKey]int64{minute(1, ""): 1_000_000}), time.Unix(1_000_000, 0))
+	got := *ts.ranges.Load()
+	keyA := idemKey(nil, "key_a", "")
+	if len(got) != 3 || !bytes.Equal(got[0].lo, keyA) || !bytes.Equal(got[0].hi, prefixEnd(keyA)) {
+		t.Fatalf("ranges %q, want key_a's idempotency keys (2 of 102 for key_b is short of 1/32) and dataset 1's S and Z", got)
+	}
+	if len(ts.idem) != 0 {
+		t.Errorf("counts kept after observe: %v", ts.idem)
 	}
 }
