@@ -36,7 +36,7 @@ import (
 // a Segment source's SDK sends time-ordered messageIds, so one key's grow
 // at their end too. Commits count them per API key (countIdem), and a key
 // with 1/32 of the recent keyed writes gets tables of its own: with four
-// sources 5.4-5.7 µs per keyed event against 6.6-6.9 in eventd-keycost
+// sources 6.0 µs per keyed event against 7.2 in eventd-keycost
 // (docs/benchmarks.md, proposal 18).
 type tableSplits struct {
 	ranges atomic.Pointer[[]keyRange] // sorted, disjoint; read by Pebble's goroutines
