@@ -70,24 +70,6 @@ type variant struct {
 	idemKeys uint64
 }
 
-// splitIdemByKey also ends tables where an API key's idempotency keys
-// (I len keyID key) begin and end, as tableSplits does for busy names:
-// what giving busy API keys tables of their own would save.
-func splitIdemByKey(o *pebble.Options) {
-	prev := o.Experimental.SpanPolicyFunc
-	o.Experimental.SpanPolicyFunc = func(start []byte) (pebble.SpanPolicy, []byte, error) {
-		if len(start) >= 2 && start[0] == 'I' && len(start) >= 2+int(start[1]) {
-			end := append([]byte(nil), start[:2+int(start[1])]...)
-			for i := len(end) - 1; i >= 0; i-- { // the end of the key id's prefix
-				if end[i]++; end[i] != 0 {
-					return pebble.SpanPolicy{}, end[:i+1], nil
-				}
-			}
-		}
-		return prev(start)
-	}
-}
-
 // splitAtPrefixOnly ends tables only where the key's first byte changes,
 // as eventd did before busy datasets and names got tables of their own
 // (session 19).
@@ -172,7 +154,6 @@ var variants = map[string]variant{
 	"unsplit":             {about: "flushed and compacted tables not split where the key prefix changes (before session 10)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.Experimental.SpanPolicyFunc = nil }}},
 	"splitDs":             {about: "tables split where the dataset changes too", exp: storage.Experiment{Pebble: splitAtDatasets}},
 	"idemKeys4":           {about: "as idem, the idempotency keys of four API keys (Segment sources)", idem: segmentMessageID, idemKeys: 4},
-	"idemKeys4Split":      {about: "as idemKeys4, tables split where an API key's idempotency keys begin and end", idem: segmentMessageID, idemKeys: 4, exp: storage.Experiment{Pebble: splitIdemByKey}},
 	"prefixOnly":          {about: "tables split only where the key prefix changes (before session 19: busy datasets and names share tables)", exp: storage.Experiment{Pebble: splitAtPrefixOnly}},
 	"datasets4":           {about: "as all, the events spread over four datasets", datasets: 4},
 	"datasets4PrefixOnly": {about: "as datasets4, tables split only where the key prefix changes (before session 19)", datasets: 4, exp: storage.Experiment{Pebble: splitAtPrefixOnly}},
