@@ -95,6 +95,14 @@ func ParseMemStats(b []byte) map[string]uint64 {
 
 // ParseMetric returns the value of an unlabelled Prometheus sample.
 func ParseMetric(text []byte, name string) (float64, bool) {
+	v, ok := ParseMetrics(text, name)[""]
+	return v, ok
+}
+
+// ParseMetrics returns the samples of the Prometheus family name by their
+// labels as written (`{kind="move"}`; "" for the unlabelled sample).
+func ParseMetrics(text []byte, name string) map[string]float64 {
+	out := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -103,13 +111,15 @@ func ParseMetric(text []byte, name string) (float64, bool) {
 			continue
 		}
 		k, v, ok := bytes.Cut(line, []byte(" "))
-		if !ok || string(k) != name {
+		labels, named := bytes.CutPrefix(k, []byte(name))
+		if !ok || !named || (len(labels) > 0 && labels[0] != '{') {
 			continue
 		}
-		f, err := strconv.ParseFloat(string(bytes.Fields(v)[0]), 64)
-		return f, err == nil
+		if f, err := strconv.ParseFloat(string(bytes.Fields(v)[0]), 64); err == nil {
+			out[string(labels)] = f
+		}
 	}
-	return 0, false
+	return out
 }
 
 // MemSource reads the server's memory; any part may be unavailable.

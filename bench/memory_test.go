@@ -55,6 +55,12 @@ func TestParseMetric(t *testing.T) {
 	if _, ok := ParseMetric([]byte(text), "go_memstats_heap_inuse_bytes"); ok {
 		t.Error("found a missing metric")
 	}
+	if got := ParseMetrics([]byte(text), "eventd_requests_total"); len(got) != 1 || got[`{route="x"}`] != 5 {
+		t.Errorf("labelled samples: %v", got)
+	}
+	if got := ParseMetrics([]byte(text), "process_resident_memory_bytes"); len(got) != 1 {
+		t.Errorf("samples of another family's prefix taken: %v", got)
+	}
 }
 
 func TestSlope(t *testing.T) {

@@ -222,20 +222,10 @@ func listTotal(ctx context.Context, target, key string) (int64, error) {
 // from its /metrics: moves leave a table whole, default compactions merge
 // and rewrite (docs/decisions.md, "Flushed tables moved down whole").
 func compactionNote(metrics []byte) string {
-	const prefix = `eventd_pebble_compactions_total{kind="`
 	kinds := map[string]float64{}
 	var total float64
-	for _, line := range strings.Split(string(metrics), "\n") {
-		rest, ok := strings.CutPrefix(line, prefix)
-		if !ok {
-			continue
-		}
-		kind, value, ok := strings.Cut(rest, `"} `)
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if !ok || err != nil {
-			continue
-		}
-		kinds[kind] = v
+	for labels, v := range bench.ParseMetrics(metrics, "eventd_pebble_compactions_total") {
+		kinds[strings.TrimSuffix(strings.TrimPrefix(labels, `{kind="`), `"}`)] = v
 		total += v
 	}
 	if total == 0 {
