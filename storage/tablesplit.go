@@ -139,11 +139,15 @@ func (t *tableSplits) observe(o *overlay, now time.Time) {
 	t.ranges.Store(t.busy())
 }
 
-// countIdem adds a committed batch's idempotency keys per API key.
+// countIdem adds a committed batch's idempotency keys per API key. Keys
+// without a key id (eventd-keycost's hashed ones) are left out: their
+// group would be dataset 0's, and their range the whole I prefix anyway.
 func (t *tableSplits) countIdem(c []idemCount) {
 	t.idemMu.Lock()
 	for _, x := range c {
-		t.idem[x.keyID] += x.n
+		if x.keyID != "" {
+			t.idem[x.keyID] += x.n
+		}
 	}
 	t.idemMu.Unlock()
 }

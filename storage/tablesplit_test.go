@@ -114,8 +114,8 @@ func TestTableSplitsObserve(t *testing.T) {
 func TestTableSplitsIdem(t *testing.T) {
 	ts := newTableSplits()
 	ts.countIdem([]idemCount{{"key_a", 60}, {"key_b", 2}})
-	ts.countIdem([]idemCount{{"key_a", 40}})
-	ts.observe(testOverlay(map[seriesKey]int64{minute(1, ""): 1_000_000}), time.Unix(1_000_000, 0))
+	ts.countIdem([]idemCount{{"key_a", 40}, {"", 1000}}) // no key id: not a group (it would be dataset 0's)
+	ts.observe(testOverlay(map[seriesKey]int64{minute(1, ""): 1000}), time.Unix(1_000_000, 0))
 	got := *ts.ranges.Load()
 	keyA := idemKey(nil, "key_a", "")
 	if len(got) != 3 || !bytes.Equal(got[0].lo, keyA) || !bytes.Equal(got[0].hi, prefixEnd(keyA)) {
