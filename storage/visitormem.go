@@ -120,7 +120,10 @@ func (e *memEntry) bot() bool { return e.flags&entryBot != 0 }
 
 // compare orders entries as their keys: timestamp (as uint64), then id.
 func (e *memEntry) compare(o *memEntry) int {
-	return cmp.Or(cmp.Compare(uint64(e.ts), uint64(o.ts)), bytes.Compare(e.id[:], o.id[:]))
+	if e.ts != o.ts {
+		return cmp.Compare(uint64(e.ts), uint64(o.ts))
+	}
+	return bytes.Compare(e.id[:], o.id[:])
 }
 
 // entryChunk is how many entries one block of a day holds: blocks are
