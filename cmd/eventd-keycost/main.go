@@ -59,6 +59,10 @@ type variant struct {
 	// displace, if not 0, sets each event's timestamp this many
 	// milliseconds before its id's, as clients that send their own do.
 	displace int64
+	// jitter, if not 0, sets each event's timestamp up to this many
+	// milliseconds before its id's, spread evenly: an SDK's queue delay
+	// (analytics-node sends every 10 s), so records arrive out of order.
+	jitter int64
 	// segment adds what a Segment track message is stored with beside
 	// the native event's properties ($event_name, $context, $user_id).
 	segment bool
@@ -132,15 +136,20 @@ func compressionOff(levels int) func(*pebble.Options) {
 }
 
 var variants = map[string]variant{
-	"all":        {about: "today's store: S record, N and W (visitor) index keys, one L entry per commit"},
-	"displaced":  {about: "as all, each event with a client timestamp 1.5 s before its id's (a Z key each)", displace: 1500},
-	"segShape":   {about: "as all, each event with what a Segment track message adds to its properties", segment: true},
-	"segment":    {about: "as a Segment track message is stored: its properties, a client timestamp (Z key) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
-	"noV":        {about: "without the visitor index (V)", exp: storage.Experiment{SkipVisitor: true}},
-	"noN":        {about: "without the name index (N)", exp: storage.Experiment{SkipName: true}},
-	"recordOnly": {about: "S records and L entries only", exp: storage.Experiment{SkipName: true, SkipVisitor: true}},
-	"gen":        {about: "the event generator alone, nothing stored", gen: true},
-	"idem":       {about: "today's store, each event with a Segment-style idempotency key (node-next-<ms>-<uuid>)", idem: segmentMessageID},
+	"all":         {about: "today's store: S record, N and W (visitor) index keys, one L entry per commit"},
+	"displaced":   {about: "as all, each event with a client timestamp 1.5 s before its id's (a Z key each)", displace: 1500},
+	"segShape":    {about: "as all, each event with what a Segment track message adds to its properties", segment: true},
+	"jitter":      {about: "as all, each event with a client timestamp 0-10 s before its id's, as an SDK's queue leaves it (a Z key each)", jitter: 10_000},
+	"jitter5ms":   {about: "as jitter, timestamps 0-5 ms before their ids' (network and queueing of one request)", jitter: 5},
+	"jitter100ms": {about: "as jitter, timestamps 0-100 ms before their ids'", jitter: 100},
+	"jitter1s":    {about: "as jitter, timestamps 0-1 s before their ids'", jitter: 1000},
+	"segJitter":   {about: "as segment, with the client timestamps of jitter", segment: true, jitter: 10_000, idem: segmentMessageID},
+	"segment":     {about: "as a Segment track message is stored: its properties, a client timestamp (Z key) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
+	"noV":         {about: "without the visitor index (V)", exp: storage.Experiment{SkipVisitor: true}},
+	"noN":         {about: "without the name index (N)", exp: storage.Experiment{SkipName: true}},
+	"recordOnly":  {about: "S records and L entries only", exp: storage.Experiment{SkipName: true, SkipVisitor: true}},
+	"gen":         {about: "the event generator alone, nothing stored", gen: true},
+	"idem":        {about: "today's store, each event with a Segment-style idempotency key (node-next-<ms>-<uuid>)", idem: segmentMessageID},
 	"idemHashed": {about: "as idem, the key stored as a 2-byte day and a 128-bit hash of key id and messageId", idem: func(k uint64, ms int64) string {
 		id := segmentMessageID(k, ms)
 		h1, h2 := fnv64(idemKeyID+id), fnv64(id+idemKeyID)
@@ -390,6 +399,9 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 						e.Properties = props
 					}
 					e.ID, e.Timestamp, e.CreatedAt = id, ms-v.displace, ms
+					if v.jitter > 0 {
+						e.Timestamp -= int64((uint64(k)*0x9E3779B97F4A7C15)>>33) % v.jitter
+					}
 					if v.ingestVisitors && e.HasVisitor {
 						entries[k] = visitorEntry(e)
 					}
