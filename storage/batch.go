@@ -90,20 +90,29 @@ func (b *Batch) Len() int { return b.events }
 func (b *Batch) AddEvent(ds uint32, e *Event) {
 	b.events++
 	b.maxIDMs = max(b.maxIDMs, IDTime(e.ID))
-	k := recordKey(b.scratch[:0], ds, e.Timestamp, e.ID)
-	v := appendRecord(k[len(k):], e)
-	_ = b.b.Set(k, v, nil)
-	k = v[:0]
-	if displaced(e.Timestamp, e.ID) {
-		k = displacedKey(k, ds, e.ID)
-		_ = b.family(familyDisplaced).Set(k, appendTS(k[len(k):], e.Timestamp), nil)
+	skip := b.db.skip
+	aside := skip.displacedAside && displaced(e.Timestamp, e.ID)
+	var k []byte
+	if aside {
+		k = displacedKey(b.scratch[:0], ds, e.ID)
+		v := appendRecord(appendTS(k[len(k):], e.Timestamp), e)
+		_ = b.family(familyDisplaced).Set(k, v, nil)
+		k = v[:0]
+	} else {
+		k = recordKey(b.scratch[:0], ds, e.Timestamp, e.ID)
+		v := appendRecord(k[len(k):], e)
+		_ = b.b.Set(k, v, nil)
+		k = v[:0]
+		if displaced(e.Timestamp, e.ID) {
+			k = displacedKey(k, ds, e.ID)
+			_ = b.family(familyDisplaced).Set(k, appendTS(k[len(k):], e.Timestamp), nil)
+		}
 	}
 
 	// A bot's index values carry the bot mark and its derived data goes to
 	// the bot series (bots.go); a human event's are unchanged.
 	bot := IsBot(e.Properties)
-	skip := b.db.skip
-	if !skip.name {
+	if !skip.name && !aside {
 		k = nameKey(k[:0], ds, e.Name, e.Timestamp, e.ID)
 		_ = b.family(familyName).Set(k, nameIndexValue(appendBotMark(k[len(k):], bot), e), nil)
 	}

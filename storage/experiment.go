@@ -14,19 +14,25 @@ type Experiment struct {
 	// of AddEvent. A store written so answers lists, counts, funnels and
 	// erasure wrongly: use them only on a throwaway directory.
 	SkipName, SkipVisitor bool
+	// DisplacedAside writes a displaced event's record under its Z key (in
+	// the order of commits) and leaves its S and N keys out of the batch,
+	// for the caller to write later, sorted: what holding late events'
+	// time-ordered keys in memory would save (eventd-keycost, proposal 19
+	// in docs/benchmarks.md). Reads do not know this form.
+	DisplacedAside bool
 	// Pebble, if not nil, adjusts Pebble's options after eventd's own and
 	// before the store opens.
 	Pebble func(*pebble.Options)
 }
 
 // skipKeys is the part of an Experiment that AddEvent reads per event.
-type skipKeys struct{ name, visitor bool }
+type skipKeys struct{ name, visitor, displacedAside bool }
 
 func (x *Experiment) skip() skipKeys {
 	if x == nil {
 		return skipKeys{}
 	}
-	return skipKeys{name: x.SkipName, visitor: x.SkipVisitor}
+	return skipKeys{name: x.SkipName, visitor: x.SkipVisitor, displacedAside: x.DisplacedAside}
 }
 
 // SealVisitorMemory writes every day of the visitor index held in memory

@@ -56,6 +56,12 @@ type variant struct {
 	// what building each finished day's partition once would cost (the
 	// key layout of storage/visitors.go, W ds day len2 visitor ts id).
 	ingestVisitors bool
+	// aside collects the displaced events' S and N keys, which
+	// storage.Experiment.DisplacedAside leaves out of the commits, and
+	// after the tail writes them as one sorted sstable, ingested: the
+	// least that holding them in memory and writing them in order would
+	// cost (proposal 19), without the memory's own inserts.
+	aside bool
 	// displace, if not 0, sets each event's timestamp this many
 	// milliseconds before its id's, as clients that send their own do.
 	displace int64
@@ -136,20 +142,23 @@ func compressionOff(levels int) func(*pebble.Options) {
 }
 
 var variants = map[string]variant{
-	"all":         {about: "today's store: S record, N and W (visitor) index keys, one L entry per commit"},
-	"displaced":   {about: "as all, each event with a client timestamp 1.5 s before its id's (a Z key each)", displace: 1500},
-	"segShape":    {about: "as all, each event with what a Segment track message adds to its properties", segment: true},
-	"jitter":      {about: "as all, each event with a client timestamp 0-10 s before its id's, as an SDK's queue leaves it (a Z key each)", jitter: 10_000},
-	"jitter5ms":   {about: "as jitter, timestamps 0-5 ms before their ids' (network and queueing of one request)", jitter: 5},
-	"jitter100ms": {about: "as jitter, timestamps 0-100 ms before their ids'", jitter: 100},
-	"jitter1s":    {about: "as jitter, timestamps 0-1 s before their ids'", jitter: 1000},
-	"segJitter":   {about: "as segment, with the client timestamps of jitter", segment: true, jitter: 10_000, idem: segmentMessageID},
-	"segment":     {about: "as a Segment track message is stored: its properties, a client timestamp (Z key) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
-	"noV":         {about: "without the visitor index (V)", exp: storage.Experiment{SkipVisitor: true}},
-	"noN":         {about: "without the name index (N)", exp: storage.Experiment{SkipName: true}},
-	"recordOnly":  {about: "S records and L entries only", exp: storage.Experiment{SkipName: true, SkipVisitor: true}},
-	"gen":         {about: "the event generator alone, nothing stored", gen: true},
-	"idem":        {about: "today's store, each event with a Segment-style idempotency key (node-next-<ms>-<uuid>)", idem: segmentMessageID},
+	"all":            {about: "today's store: S record, N and W (visitor) index keys, one L entry per commit"},
+	"displaced":      {about: "as all, each event with a client timestamp 1.5 s before its id's (a Z key each)", displace: 1500},
+	"segShape":       {about: "as all, each event with what a Segment track message adds to its properties", segment: true},
+	"jitter":         {about: "as all, each event with a client timestamp 0-10 s before its id's, as an SDK's queue leaves it (a Z key each)", jitter: 10_000},
+	"jitter5ms":      {about: "as jitter, timestamps 0-5 ms before their ids' (network and queueing of one request)", jitter: 5},
+	"jitter100ms":    {about: "as jitter, timestamps 0-100 ms before their ids'", jitter: 100},
+	"jitter1s":       {about: "as jitter, timestamps 0-1 s before their ids'", jitter: 1000},
+	"segJitter":      {about: "as segment, with the client timestamps of jitter", segment: true, jitter: 10_000, idem: segmentMessageID},
+	"jitterAside":    {about: "as jitter, the late events' records in Z and their S and N keys written once, sorted, after the tail", jitter: 10_000, aside: true, exp: storage.Experiment{DisplacedAside: true}},
+	"jitter1sAside":  {about: "as jitter1s, with aside's writes", jitter: 1000, aside: true, exp: storage.Experiment{DisplacedAside: true}},
+	"segJitterAside": {about: "as segJitter, with aside's writes", segment: true, jitter: 10_000, idem: segmentMessageID, aside: true, exp: storage.Experiment{DisplacedAside: true}},
+	"segment":        {about: "as a Segment track message is stored: its properties, a client timestamp (Z key) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
+	"noV":            {about: "without the visitor index (V)", exp: storage.Experiment{SkipVisitor: true}},
+	"noN":            {about: "without the name index (N)", exp: storage.Experiment{SkipName: true}},
+	"recordOnly":     {about: "S records and L entries only", exp: storage.Experiment{SkipName: true, SkipVisitor: true}},
+	"gen":            {about: "the event generator alone, nothing stored", gen: true},
+	"idem":           {about: "today's store, each event with a Segment-style idempotency key (node-next-<ms>-<uuid>)", idem: segmentMessageID},
 	"idemHashed": {about: "as idem, the key stored as a 2-byte day and a 128-bit hash of key id and messageId", idem: func(k uint64, ms int64) string {
 		id := segmentMessageID(k, ms)
 		h1, h2 := fnv64(idemKeyID+id), fnv64(id+idemKeyID)
@@ -363,8 +372,11 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 	}()
 
 	var entries []kv
-	if v.ingestVisitors {
+	switch {
+	case v.ingestVisitors:
 		entries = make([]kv, n)
+	case v.aside:
+		entries = make([]kv, 2*n)
 	}
 	gen := ids.NewGenerator()
 	var next atomic.Int64
@@ -404,6 +416,9 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 					}
 					if v.ingestVisitors && e.HasVisitor {
 						entries[k] = visitorEntry(e)
+					}
+					if v.aside && e.Timestamp != ms {
+						entries[2*k], entries[2*k+1] = asideEntries(e)
 					}
 					if b != nil {
 						ds := uint32(1)
@@ -457,7 +472,7 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 			return nil, err
 		}
 	}
-	if v.ingestVisitors {
+	if v.ingestVisitors || v.aside {
 		cpuB := cpuNow()
 		if err := ingestSorted(db.Pebble(), dir, entries); err != nil {
 			return nil, err
@@ -637,6 +652,19 @@ func visitorEntry(e *storage.Event) kv {
 	k = binary.BigEndian.AppendUint64(k, uint64(e.Timestamp))
 	k = append(k, e.ID[:]...)
 	return kv{k, []byte(e.Name)}
+}
+
+// asideEntries are a displaced event's S key (empty: its record is in Z)
+// and N key in dataset 1, as storage writes them.
+func asideEntries(e *storage.Event) (kv, kv) {
+	s := binary.BigEndian.AppendUint32([]byte{'S'}, 1)
+	s = binary.BigEndian.AppendUint64(s, uint64(e.Timestamp))
+	s = append(s, e.ID[:]...)
+	n := binary.BigEndian.AppendUint32([]byte{'N'}, 1)
+	n = append(append(n, byte(len(e.Name))), e.Name...)
+	n = binary.BigEndian.AppendUint64(n, uint64(e.Timestamp))
+	n = append(n, e.ID[:]...)
+	return kv{s, []byte{}}, kv{n, []byte(e.VisitorID)}
 }
 
 // ingestSorted sorts the entries, writes them as one sstable in the store's
