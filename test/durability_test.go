@@ -20,6 +20,7 @@ var highLimits = map[string]int64{"minute": 10_000_000, "hour": 100_000_000, "da
 // ackedEvent is an event the server answered 201 for.
 type ackedEvent struct {
 	id, name, visitor string
+	ts                string // the time the client sent with it, if any
 }
 
 // loadResult is what the clients of a load saw.
@@ -53,13 +54,25 @@ func startLoad(url, key string, round, clients int, seed int64) *writeLoad {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.client(c, rng, url, key, fmt.Sprintf("dur_r%d_c%d", round, i), i%2 == 1)
+			l.client(c, rng, url, key, fmt.Sprintf("dur_r%d_c%d", round, i), i%2 == 1, i%4 >= 2)
 		}()
 	}
 	return l
 }
 
-func (l *writeLoad) client(c *http.Client, rng *rand.Rand, url, key, name string, batch bool) {
+// client sends single events or batches until stopped. With clientTime
+// each event carries a time up to 10 s before it is sent, as an SDK that
+// queues its events sends them: their records are stored out of order,
+// under the time's key, with a Z key from their id (storage/doc.go).
+func (l *writeLoad) client(c *http.Client, rng *rand.Rand, url, key, name string, batch, clientTime bool) {
+	event := func(a *ackedEvent, props map[string]any) map[string]any {
+		e := map[string]any{"event": name, "visitor_id": a.visitor, "properties": props}
+		if clientTime {
+			a.ts = time.Now().Add(-time.Duration(rng.Int63n(int64(10 * time.Second)))).UTC().Format("2006-01-02T15:04:05.000Z")
+			e["timestamp"] = a.ts
+		}
+		return e
+	}
 	for seq := 0; ; seq++ {
 		select {
 		case <-l.stopc:
@@ -73,16 +86,15 @@ func (l *writeLoad) client(c *http.Client, rng *rand.Rand, url, key, name string
 			path = "/events/batch"
 			n := 10 + rng.Intn(41)
 			entries := make([]map[string]any, n)
+			events = make([]ackedEvent, n)
 			for j := range entries {
-				v := fmt.Sprintf("v_%s_%d_%d", name, seq, j)
-				events = append(events, ackedEvent{name: name, visitor: v})
-				entries[j] = map[string]any{"event": name, "visitor_id": v, "properties": map[string]any{"seq": seq, "j": j}}
+				events[j] = ackedEvent{name: name, visitor: fmt.Sprintf("v_%s_%d_%d", name, seq, j)}
+				entries[j] = event(&events[j], map[string]any{"seq": seq, "j": j})
 			}
 			body, _ = json.Marshal(map[string]any{"events": entries})
 		} else {
-			v := fmt.Sprintf("v_%s_%d", name, seq)
-			events = append(events, ackedEvent{name: name, visitor: v})
-			body, _ = json.Marshal(map[string]any{"event": name, "visitor_id": v, "properties": map[string]any{"seq": seq}})
+			events = []ackedEvent{{name: name, visitor: fmt.Sprintf("v_%s_%d", name, seq)}}
+			body, _ = json.Marshal(event(&events[0], map[string]any{"seq": seq}))
 		}
 		req, _ := http.NewRequest("POST", url+path, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -270,13 +282,17 @@ func checkAcked(c *http.Client, url, key string, a ackedEvent) error {
 	}
 	var ev struct {
 		ID, Event string
-		Visitor   string `json:"visitor_id"`
+		Visitor   string    `json:"visitor_id"`
+		Timestamp time.Time `json:"timestamp"`
 	}
 	if err := json.Unmarshal(b, &ev); err != nil {
 		return fmt.Errorf("GET %s: %v %s", a.id, err, b)
 	}
 	if ev.ID != a.id || ev.Event != a.name || ev.Visitor != a.visitor {
 		return fmt.Errorf("GET %s: got %s/%s/%s, want %s/%s", a.id, ev.ID, ev.Event, ev.Visitor, a.name, a.visitor)
+	}
+	if sent, err := time.Parse(time.RFC3339Nano, a.ts); a.ts != "" && (err != nil || !ev.Timestamp.Equal(sent)) {
+		return fmt.Errorf("GET %s: timestamp %v, the client sent %s", a.id, ev.Timestamp, a.ts)
 	}
 	// The visitor index too: today's is held in memory and rebuilt at start.
 	req, _ = http.NewRequest("GET", url+"/events?visitor_id="+a.visitor, nil)
