@@ -49,6 +49,8 @@ const (
 	familyDisplaced keyFamily = iota
 	familyName
 	familyIdem
+	familyDisplacedMark
+	familyDisplacedName
 	numKeyFamilies
 )
 
@@ -91,30 +93,41 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	b.events++
 	b.maxIDMs = max(b.maxIDMs, IDTime(e.ID))
 	skip := b.db.skip
-	aside := skip.displacedAside && displaced(e.Timestamp, e.ID)
+	// A bot's index values carry the bot mark and its derived data goes to
+	// the bot series (bots.go); a human event's are unchanged.
+	bot := IsBot(e.Properties)
 	var k []byte
-	if aside {
+	switch {
+	case displaced(e.Timestamp, e.ID):
+		// The record under Z, in the order of commits, and the places in
+		// the time order and the name index under M and J: keys of this
+		// kind land behind what is being written (timeindex.go).
 		k = displacedKey(b.scratch[:0], ds, e.ID)
 		v := appendRecord(appendTS(k[len(k):], e.Timestamp), e)
 		_ = b.family(familyDisplaced).Set(k, v, nil)
+		if skip.displacedAside {
+			k = v[:0]
+			break
+		}
+		k = displacedMarkKey(v[:0], ds, e.Timestamp, e.ID)
+		v = appendBotMark(k[len(k):], bot)
+		_ = b.family(familyDisplacedMark).Set(k, v, nil)
 		k = v[:0]
-	} else {
+		if !skip.name {
+			k = displacedNameKey(k, ds, e.Name, e.Timestamp, e.ID)
+			v = nameIndexValue(appendBotMark(k[len(k):], bot), e)
+			_ = b.family(familyDisplacedName).Set(k, v, nil)
+			k = v[:0]
+		}
+	default:
 		k = recordKey(b.scratch[:0], ds, e.Timestamp, e.ID)
 		v := appendRecord(k[len(k):], e)
 		_ = b.b.Set(k, v, nil)
 		k = v[:0]
-		if displaced(e.Timestamp, e.ID) {
-			k = displacedKey(k, ds, e.ID)
-			_ = b.family(familyDisplaced).Set(k, appendTS(k[len(k):], e.Timestamp), nil)
+		if !skip.name {
+			k = nameKey(k, ds, e.Name, e.Timestamp, e.ID)
+			_ = b.family(familyName).Set(k, nameIndexValue(appendBotMark(k[len(k):], bot), e), nil)
 		}
-	}
-
-	// A bot's index values carry the bot mark and its derived data goes to
-	// the bot series (bots.go); a human event's are unchanged.
-	bot := IsBot(e.Properties)
-	if !skip.name && !aside {
-		k = nameKey(k[:0], ds, e.Name, e.Timestamp, e.ID)
-		_ = b.family(familyName).Set(k, nameIndexValue(appendBotMark(k[len(k):], bot), e), nil)
 	}
 
 	if e.HasVisitor && !skip.visitor {

@@ -139,17 +139,23 @@ func (d *DB) MaxIDBefore(ds uint32, cutoff int64) (ID, bool, error) {
 		return maxID, false, nil
 	}
 	lo, hi := rangeBounds(appendDataset(nil, prefixRecord, ds), 0, cutoff-1)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi, KeyTypes: pebble.IterKeyTypePointsOnly})
-	if err != nil {
-		return maxID, false, err
-	}
 	found := false
-	for valid := it.First(); valid; valid = it.Next() {
-		if _, id, ok := tsIDSuffix(it.Key()); ok && bytes.Compare(id[:], maxID[:]) > 0 {
-			maxID, found = id, true
+	// The S keys and the displaced events' M keys (timeindex.go).
+	for _, p := range [2]byte{prefixRecord, prefixDisplacedMark} {
+		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: withPrefix(lo, prefixRecord, p), UpperBound: withPrefix(hi, prefixRecord, p), KeyTypes: pebble.IterKeyTypePointsOnly})
+		if err != nil {
+			return maxID, false, err
+		}
+		for valid := it.First(); valid; valid = it.Next() {
+			if _, id, ok := tsIDSuffix(it.Key()); ok && bytes.Compare(id[:], maxID[:]) > 0 {
+				maxID, found = id, true
+			}
+		}
+		if err := it.Close(); err != nil {
+			return maxID, false, err
 		}
 	}
-	return maxID, found, it.Close()
+	return maxID, found, nil
 }
 
 // ExpireCursors marks expired, durably and at once, every cursor of ds

@@ -458,12 +458,12 @@ func (d *DB) openIndex(ds uint32, name, visitor string, hasVisitor bool, from, t
 	}
 	if name != "" {
 		lower, upper := rangeBounds(namePrefix(nil, ds, name), from, to)
-		return d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+		return openTime(d.db, lower, upper)
 	}
 	lower, upper := rangeBounds(appendDataset(nil, prefixRecord, ds), from, to)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := openTime(d.db, lower, upper)
 	if err != nil {
 		return nil, err
 	}
-	return &recordIndex{Iterator: it}, nil
+	return &recordIndex{timeIter: it}, nil
 }

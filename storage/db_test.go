@@ -336,8 +336,9 @@ func TestDeleteDatasets(t *testing.T) {
 					t.Fatalf("GetEvent(%d, %x) = %v (deleted %v)", ds, e.ID, err, deleted)
 				}
 			}
-			// No key of any kind is left for a deleted dataset.
-			for _, p := range []byte{prefixRecord, prefixName, prefixVisitor, prefixCounter} {
+			// No key of any kind is left for a deleted dataset (the events
+			// are displaced: testID's times are near 0).
+			for _, p := range []byte{prefixDisplaced, prefixDisplacedMark, prefixDisplacedName, prefixVisitor, prefixCounter} {
 				keys := countKeys(t, db.DB, appendDataset(nil, p, ds), appendDataset(nil, p, ds+1))
 				if deleted && keys != 0 {
 					t.Errorf("%d keys with prefix %c left", keys, p)
@@ -358,8 +359,8 @@ func TestDeleteDatasets(t *testing.T) {
 			if deleted && len(left) != 0 {
 				t.Errorf("keys left by prefix: %v", fmtPrefixCounts(left))
 			}
-			if !deleted && left[prefixRecord] != len(evs) {
-				t.Errorf("%d event records, want %d", left[prefixRecord], len(evs))
+			if !deleted && left[prefixDisplaced] != len(evs) {
+				t.Errorf("%d event records, want %d", left[prefixDisplaced], len(evs))
 			}
 		})
 	}
@@ -478,17 +479,19 @@ func TestDeleteWhereKeepsKeysWrittenAgain(t *testing.T) {
 	}
 }
 
-// TestBatchKeyFamilies: a batch's records come first, then its Z, N and I
-// keys, each family in the order its events were added (keyFamily).
+// TestBatchKeyFamilies: a batch's records come first, then its Z, N, I, M
+// and J keys, each family in the order its events were added (keyFamily).
 func TestBatchKeyFamilies(t *testing.T) {
 	db := openTestDB(t, "")
 	b := db.NewBatch()
 	defer b.Close()
 	for i := range 3 {
-		id := testID(uint64(i + 1))
-		// A client's time, not the id's millisecond: each event has a Z key.
-		b.AddEvent(1, &Event{ID: id, Name: "e", Timestamp: int64(100 + i), CreatedAt: 5})
-		b.AddIdempotency("key", fmt.Sprint("k", i), IdemRecord{ID: id})
+		own := idAt(int64(1000+i), 0)
+		// At its id's millisecond: an S record and an N key.
+		b.AddEvent(1, &Event{ID: own, Name: "e", Timestamp: IDTime(own), CreatedAt: 5})
+		// A client's time, not the id's millisecond: Z, M and J keys.
+		b.AddEvent(1, &Event{ID: idAt(int64(1000+i), 1), Name: "e", Timestamp: int64(100 + i), CreatedAt: 5})
+		b.AddIdempotency("key", fmt.Sprint("k", i), IdemRecord{ID: own})
 	}
 	b.appendFamilies()
 	var got []byte
@@ -502,7 +505,7 @@ func TestBatchKeyFamilies(t *testing.T) {
 		}
 		got = append(got, k[0])
 	}
-	if want := "SSSZZZNNNIII"; string(got) != want {
+	if want := "SSSZZZNNNIIIMMMJJJ"; string(got) != want {
 		t.Errorf("key prefixes in batch order %q, want %q", got, want)
 	}
 }

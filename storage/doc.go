@@ -6,13 +6,17 @@
 // Key layout (every multi-byte integer big-endian so keys sort by value):
 //
 //	S ds ts id              -> event record, in timestamp order: a time range is one scan
-//	Z ds id                 -> ts        only for a displaced event, whose ts is not its id's
+//	Z ds id                 -> ts record only for a displaced event, whose ts is not its id's
 //	                                     millisecond (a client's or an import's time); an event
 //	                                     sent without a time takes its id's and has none. A
 //	                                     lookup by id reads S at the id's millisecond, else Z;
 //	                                     record order (ids grow with time of recording) merges
-//	                                     S and Z (records.go)
+//	                                     S and Z (records.go). Written before session 21: ts only,
+//	                                     the record under S
+//	M ds ts id              -> bot mark  a displaced event's place in the time order, read
+//	                                     together with S (timeindex.go)
 //	N ds len name ts id     -> visitor   per-name index; the visitor id ("" if none) lets funnels skip records
+//	J ds len name ts id     -> visitor   a displaced event's N entry, read together with N
 //	W ds day len2 visitor ts id -> name  per-visitor index, partitioned by the UTC day of ts
 //	                                     (visitors.go); the value lets a name filter skip records
 //	                                     (a bot event's N and W values start with 0xff: bots.go)

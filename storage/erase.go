@@ -79,10 +79,14 @@ func (d *DB) eraseChunk(ds uint32, visitor string, erased map[ID]bool, days map[
 	inMem := map[ID]bool{}
 	for _, en := range chunk {
 		_ = b.b.Delete(recordKey(nil, ds, en.ts, en.id), nil)
-		if displaced(en.ts, en.id) {
-			_ = b.b.Delete(displacedKey(nil, ds, en.id), nil)
-		}
 		_ = b.b.Delete(nameKey(nil, ds, en.name, en.ts, en.id), nil)
+		if displaced(en.ts, en.id) {
+			// Its S and N keys above are those of a store written before
+			// session 21, these its keys since (timeindex.go).
+			_ = b.b.Delete(displacedKey(nil, ds, en.id), nil)
+			_ = b.b.Delete(displacedMarkKey(nil, ds, en.ts, en.id), nil)
+			_ = b.b.Delete(displacedNameKey(nil, ds, en.name, en.ts, en.id), nil)
+		}
 		// Also for a memory day: a split day's earlier entries are keys,
 		// and a stale key (a crashed seal's) must not come back when the
 		// day is sealed.

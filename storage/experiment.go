@@ -14,11 +14,11 @@ type Experiment struct {
 	// of AddEvent. A store written so answers lists, counts, funnels and
 	// erasure wrongly: use them only on a throwaway directory.
 	SkipName, SkipVisitor bool
-	// DisplacedAside writes a displaced event's record under its Z key (in
-	// the order of commits) and leaves its S and N keys out of the batch,
-	// for the caller to write later, sorted: what holding late events'
-	// time-ordered keys in memory would save (eventd-keycost, proposal 19
-	// in docs/benchmarks.md). Reads do not know this form.
+	// DisplacedAside leaves a displaced event's M and J keys out of the
+	// batch (its record still goes under Z), for the caller to write later,
+	// sorted: what holding late events' time-ordered keys in memory would
+	// save (eventd-keycost, proposal 19 in docs/benchmarks.md). Reads miss
+	// the events so written until the caller has.
 	DisplacedAside bool
 	// Pebble, if not nil, adjusts Pebble's options after eventd's own and
 	// before the store opens.

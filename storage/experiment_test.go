@@ -15,11 +15,11 @@ func TestExperimentSkipsKeys(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		exp  Experiment
-		want []byte // index prefixes expected beside the record's S
+		want []byte // index prefixes expected beside the record (the event is displaced: J, not N)
 	}{
-		{"none", Experiment{}, []byte{prefixName, prefixVisitor}},
+		{"none", Experiment{}, []byte{prefixDisplacedName, prefixVisitor}},
 		{"name", Experiment{SkipName: true}, []byte{prefixVisitor}},
-		{"visitor", Experiment{SkipVisitor: true}, []byte{prefixName}},
+		{"visitor", Experiment{SkipVisitor: true}, []byte{prefixDisplacedName}},
 		{"all", Experiment{SkipName: true, SkipVisitor: true}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,7 +40,7 @@ func TestExperimentSkipsKeys(t *testing.T) {
 				t.Fatalf("GetEvent = %+v, %v; want the event", got, err)
 			}
 			var prefixes []byte
-			for _, p := range []byte{prefixName, prefixVisitor} {
+			for _, p := range []byte{prefixName, prefixDisplacedName, prefixVisitor} {
 				lo := appendDataset(nil, p, 1)
 				it, err := db.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: appendDataset(nil, p, 2)})
 				if err != nil {
@@ -61,7 +61,7 @@ func TestExperimentSkipsKeys(t *testing.T) {
 }
 
 // TestExperimentDisplacedAside: a displaced event's record goes under its
-// Z key after its timestamp, and neither its S nor its N key is written;
+// Z key after its timestamp, and none of its S, N, M and J keys is written;
 // an event at its id's time is stored as always.
 func TestExperimentDisplacedAside(t *testing.T) {
 	db, err := Open(t.TempDir(), Options{Experiment: &Experiment{DisplacedAside: true}})
@@ -76,7 +76,8 @@ func TestExperimentDisplacedAside(t *testing.T) {
 	if got, err := db.GetEvent(1, live.ID); err != nil || !sameEvent(&got, live) {
 		t.Errorf("GetEvent(live) = %+v, %v; want it", got, err)
 	}
-	for _, k := range [][]byte{recordKey(nil, 1, late.Timestamp, late.ID), nameKey(nil, 1, late.Name, late.Timestamp, late.ID)} {
+	for _, k := range [][]byte{recordKey(nil, 1, late.Timestamp, late.ID), nameKey(nil, 1, late.Name, late.Timestamp, late.ID),
+		displacedMarkKey(nil, 1, late.Timestamp, late.ID), displacedNameKey(nil, 1, late.Name, late.Timestamp, late.ID)} {
 		if _, err := db.get(k); err != ErrNotFound {
 			t.Errorf("key %q of the late event: %v, want not found", k, err)
 		}

@@ -10,11 +10,16 @@ const (
 	prefixRecord    = 'S'
 	prefixDisplaced = 'Z'
 	prefixName      = 'N'
-	prefixCounter   = 'C'
-	prefixIdem      = 'I'
-	prefixWindows   = 'R'
-	prefixConfig    = 'X'
-	datasetPrefLen  = 5 // prefix byte + uint32 dataset
+	// A displaced event's places in the time order and the name index:
+	// keys of their own, because its time lags what is being written
+	// (timeindex.go).
+	prefixDisplacedMark = 'M'
+	prefixDisplacedName = 'J'
+	prefixCounter       = 'C'
+	prefixIdem          = 'I'
+	prefixWindows       = 'R'
+	prefixConfig        = 'X'
+	datasetPrefLen      = 5 // prefix byte + uint32 dataset
 
 	// Webhooks and usage alerts (outbox.go); none starts with a dataset.
 	prefixOutbox   = 'O'
@@ -30,7 +35,7 @@ const (
 
 // datasetPrefixes are the prefixes whose keys start with a dataset number:
 // deleting a dataset deletes under each of them.
-var datasetPrefixes = []byte{prefixRecord, prefixDisplaced, prefixName, prefixVisitor, prefixVisitorV1, prefixCounter, prefixRollup, prefixGoal, prefixProfile, prefixLink, prefixCursor}
+var datasetPrefixes = []byte{prefixRecord, prefixDisplaced, prefixName, prefixDisplacedMark, prefixDisplacedName, prefixVisitor, prefixVisitorV1, prefixCounter, prefixRollup, prefixGoal, prefixProfile, prefixLink, prefixCursor}
 
 // ID is the binary form of an event id: 48 bits of Unix milliseconds then 80
 // bits that keep ids unique and increasing.
@@ -75,10 +80,25 @@ func recordKey(dst []byte, ds uint32, ts int64, id ID) []byte {
 	return append(appendTS(appendDataset(dst, prefixRecord, ds), ts), id[:]...)
 }
 
-// displacedKey is Z ds id: it holds the timestamp of a displaced event,
-// whose record a lookup by id cannot find at its id's millisecond.
+// displacedKey is Z ds id: a displaced event's timestamp and record, which
+// a lookup by id cannot find at its id's millisecond (before session 21:
+// its timestamp only, the record being under S).
 func displacedKey(dst []byte, ds uint32, id ID) []byte {
 	return append(appendDataset(dst, prefixDisplaced, ds), id[:]...)
+}
+
+// displacedMarkKey is M ds ts id: a displaced event's place in the time
+// order, as an S key is an event's.
+func displacedMarkKey(dst []byte, ds uint32, ts int64, id ID) []byte {
+	return append(appendTS(appendDataset(dst, prefixDisplacedMark, ds), ts), id[:]...)
+}
+
+// displacedNameKey is J ds len name ts id: a displaced event's name index
+// entry, laid out as its N key would be.
+func displacedNameKey(dst []byte, ds uint32, name string, ts int64, id ID) []byte {
+	k := nameKey(dst, ds, name, ts, id)
+	k[len(dst)] = prefixDisplacedName
+	return k
 }
 
 // displaced reports whether an event's timestamp is not its id's

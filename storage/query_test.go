@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -108,11 +109,15 @@ func buildModelDB(t *testing.T, r *rand.Rand, n int, persist bool) (testDB, *mod
 			ts := timestamp()
 			all = append(all, ts)
 			e := Event{
-				ID:         testID(id),
+				ID:         testID(id), // displaced: a client's time (Z, M and J keys)
 				Name:       modelNames[r.IntN(len(modelNames))],
 				Timestamp:  ts,
 				CreatedAt:  modelStart + modelSpan + int64(id),
 				Properties: fmt.Appendf(nil, `{"n":%d}`, id),
+			}
+			if r.IntN(2) == 0 { // at its id's time (S and N keys), as live traffic is
+				e.ID = IDAt(ts)
+				binary.BigEndian.PutUint64(e.ID[8:], id)
 			}
 			if r.IntN(7) != 0 {
 				e.HasVisitor = true

@@ -20,6 +20,7 @@ import (
 type RecordReader struct {
 	db  *DB
 	it  *pebble.Iterator
+	z   *pebble.Iterator // the dataset's Z keys, for displaced events: opened at the first
 	ds  uint32
 	key []byte
 }
@@ -36,53 +37,77 @@ func (d *DB) NewRecordReader(ds uint32) (*RecordReader, error) {
 }
 
 // Get reads the record of event id with timestamp ts, as every index entry
-// gives them. decodeRecord copies what it keeps, so the event outlives the
-// iterator's position.
+// gives them: a displaced event's from its Z key. decodeRecord copies what
+// it keeps, so the event outlives the iterator's position.
 func (r *RecordReader) Get(ts int64, id ID) (Event, error) {
-	r.key = recordKey(r.key[:0], r.ds, ts, id)
-	if !r.it.SeekGE(r.key) || !bytes.Equal(r.it.Key(), r.key) {
-		if err := r.it.Error(); err != nil {
-			return Event{}, err
+	if displaced(ts, id) {
+		if r.z == nil {
+			lo := appendDataset(nil, prefixDisplaced, r.ds)
+			z, err := r.it.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)}})
+			if err != nil {
+				return Event{}, err
+			}
+			r.z = z
 		}
-		// Not in the reader's view of the store, which is as of its
-		// opening: an event committed since (that a scan opened later
-		// found in an index) is read on its own.
-		v, err := r.db.get(r.key)
+		v, err := r.seek(r.z, displacedKey(r.key[:0], r.ds, id))
 		if err != nil {
 			return Event{}, err
 		}
-		return DecodeEvent(id, v)
+		_, record, ok := displacedValue(v)
+		if !ok {
+			return Event{}, errCorrupt
+		}
+		if record != nil {
+			return DecodeEvent(id, record)
+		}
+		// Written before session 21: the record is under S.
 	}
-	v, err := r.it.ValueAndErr()
+	v, err := r.seek(r.it, recordKey(r.key[:0], r.ds, ts, id))
 	if err != nil {
 		return Event{}, err
 	}
 	return DecodeEvent(id, v)
 }
 
-// Close releases the reader.
-func (r *RecordReader) Close() error { return r.it.Close() }
-
-// decodeRecordEntry decodes the record at an S key.
-func decodeRecordEntry(key, record []byte) (Event, error) {
-	_, id, ok := tsIDSuffix(key)
-	if !ok {
-		return Event{}, errCorrupt
+// seek reads key's value through it, valid until its next move.
+func (r *RecordReader) seek(it *pebble.Iterator, key []byte) ([]byte, error) {
+	r.key = key
+	if !it.SeekGE(key) || !bytes.Equal(it.Key(), key) {
+		if err := it.Error(); err != nil {
+			return nil, err
+		}
+		// Not in the reader's view of the store, which is as of its
+		// opening: an event committed since (that a scan opened later
+		// found in an index) is read on its own.
+		return r.db.get(key)
 	}
-	return DecodeEvent(id, record)
+	return it.ValueAndErr()
 }
 
-// recordIndex reads a range of S keys as an index of every event: Value is
-// what the time index held before (the bot mark, bots.go), so the readers
-// of the name and visitor indexes read it alike.
+// Close releases the reader.
+func (r *RecordReader) Close() error {
+	if r.z != nil {
+		_ = r.z.Close()
+	}
+	return r.it.Close()
+}
+
+// recordIndex reads a range of S keys, with the displaced events' M keys,
+// as an index of every event: Value is what the time index held before (the
+// bot mark, bots.go), so the readers of the name and visitor indexes read
+// it alike.
 type recordIndex struct {
-	*pebble.Iterator
+	*timeIter
 	val []byte
 }
 
-// Value is the bot mark of the record under the iterator.
+// Value is the bot mark of the event under the iterator: an M key's value,
+// or read from the record at an S key.
 func (r *recordIndex) Value() []byte {
-	r.val = appendBotMark(r.val[:0], recordIsBot(r.Iterator.Value()))
+	if r.late() {
+		return r.timeIter.Value()
+	}
+	r.val = appendBotMark(r.val[:0], recordIsBot(r.timeIter.Value()))
 	return r.val
 }
 
@@ -97,8 +122,8 @@ type entryReader struct {
 
 // read reads the event of the entry under it, at ts and id.
 func (r *entryReader) read(it indexIter, ts int64, id ID) (Event, error) {
-	if ri, ok := it.(*recordIndex); ok {
-		return DecodeEvent(id, ri.Iterator.Value())
+	if ri, ok := it.(*recordIndex); ok && !ri.late() {
+		return DecodeEvent(id, ri.timeIter.Value())
 	}
 	if r.rr == nil {
 		rr, err := r.d.NewRecordReader(r.ds)
@@ -128,8 +153,8 @@ func recordIsBot(p []byte) bool {
 // are keyed by timestamp, so it merges two ranges of one view of the store:
 // the S keys from after's millisecond to upTo's, where an event whose
 // timestamp is its id's millisecond sits in id order, and the Z keys over
-// (after, upTo] of the displaced events, whose records it reads by the
-// timestamp each holds. The S range ends at idCeil too: no id is later
+// (after, upTo] of the displaced events, which hold their records (in a
+// store written before session 21, the timestamp of their S record). The S range ends at idCeil too: no id is later
 // than the clock at its write, so the events timestamped ahead of their
 // recording (up to the hour a timestamp may lead) are not walked by every
 // read that has caught up. It skips the displaced events' own S keys only
@@ -228,23 +253,26 @@ func (d *DB) eachByID(ds uint32, after, upTo ID, records bool, fn func(id ID, re
 		found := true
 		var v []byte
 		if records {
-			zts, ok := decodeTS(disp.Value())
+			zts, record, ok := displacedValue(disp.Value())
 			if !ok {
 				return errCorrupt
 			}
-			key = recordKey(key[:0], ds, zts, z)
-			if all == nil {
-				base := appendDataset(nil, prefixRecord, ds)
-				if all, err = recs.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base)}}); err != nil {
+			// Written before session 21, the record is under S.
+			if v = record; v == nil {
+				key = recordKey(key[:0], ds, zts, z)
+				if all == nil {
+					base := appendDataset(nil, prefixRecord, ds)
+					if all, err = recs.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base)}}); err != nil {
+						return err
+					}
+				}
+				if found = all.SeekGE(key) && bytes.Equal(all.Key(), key); !found {
+					if err := all.Error(); err != nil {
+						return err
+					}
+				} else if v, err = all.ValueAndErr(); err != nil {
 					return err
 				}
-			}
-			if found = all.SeekGE(key) && bytes.Equal(all.Key(), key); !found {
-				if err := all.Error(); err != nil {
-					return err
-				}
-			} else if v, err = all.ValueAndErr(); err != nil {
-				return err
 			}
 		}
 		// A Z key without its record (none is written so) gives nothing.
@@ -293,14 +321,6 @@ func (d *DB) initIDCeil() error {
 		valid = it.SeekGE(appendDataset(nil, prefixRecord, ds+1))
 	}
 	return it.Error()
-}
-
-// decodeTS reads an 8-byte big-endian timestamp.
-func decodeTS(v []byte) (int64, bool) {
-	if len(v) != 8 {
-		return 0, false
-	}
-	return int64(binary.BigEndian.Uint64(v)), true
 }
 
 // openRecords moves the records of a store written before they were keyed

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -149,8 +150,16 @@ func TestDisplacedEvents(t *testing.T) {
 			displacedN++
 		}
 	}
-	if z := countKeys(t, db.DB, appendDataset(nil, prefixDisplaced, 1), appendDataset(nil, prefixDisplaced, 2)); z != displacedN || z == 0 {
-		t.Fatalf("%d Z keys, want one per displaced event (%d)", z, displacedN)
+	// Each displaced event has a Z, an M and a J key, and no S or N key.
+	for _, p := range []byte{prefixDisplaced, prefixDisplacedMark, prefixDisplacedName} {
+		if k := countKeys(t, db.DB, appendDataset(nil, p, 1), appendDataset(nil, p, 2)); k != displacedN || k == 0 {
+			t.Fatalf("%d %c keys, want one per displaced event (%d)", k, p, displacedN)
+		}
+	}
+	for _, p := range []byte{prefixRecord, prefixName} {
+		if k := countKeys(t, db.DB, appendDataset(nil, p, 1), appendDataset(nil, p, 2)); k != len(evs)-displacedN {
+			t.Fatalf("%d %c keys, want one per event at its id's time (%d)", k, p, len(evs)-displacedN)
+		}
 	}
 	for _, id := range []ID{idAt(1000, 200), idAt(1, 4)} { // missing; a displaced one's time, not its id
 		if _, err := db.GetEvent(1, id); !errors.Is(err, ErrNotFound) {
@@ -176,7 +185,7 @@ func TestDisplacedEvents(t *testing.T) {
 	if _, err := db.EraseVisitor(1, "v", nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []byte{prefixRecord, prefixDisplaced, prefixName} {
+	for _, p := range []byte{prefixRecord, prefixDisplaced, prefixName, prefixDisplacedMark, prefixDisplacedName} {
 		if k := countKeys(t, db.DB, appendDataset(nil, p, 1), appendDataset(nil, p, 2)); k != 0 {
 			t.Errorf("%d keys with prefix %c left after expiry and erasure", k, p)
 		}
@@ -341,5 +350,66 @@ func TestMigrateVisitorIndexKeepsOldKeysWhole(t *testing.T) {
 	}
 	if k := countKeys(t, db.DB, []byte{prefixVisitorV1}, []byte{prefixVisitorV1 + 1}); k != moveChunk+5 {
 		t.Fatalf("%d V keys left after a move cut short, want all %d", k, moveChunk+5)
+	}
+}
+
+// TestDisplacedEventsWrittenBeforeSession21: a store written before
+// session 21 kept a displaced event's record under S, its name index entry
+// under N and only its timestamp in Z. Such events read as the new ones do
+// (by id, by time, by name, in id order), and expiry and erasure leave no
+// key of them behind.
+func TestDisplacedEventsWrittenBeforeSession21(t *testing.T) {
+	db := openTestDB(t, "")
+	evs := mixedEvents()
+	for i, e := range evs {
+		e.VisitorID, e.HasVisitor = "v", true
+		e.Name = []string{"a", "b"}[i%2]
+	}
+	commitEvents(t, db.DB, 1, evs...)
+	// Rewrite the displaced ones in the old form.
+	b := db.db.NewBatch()
+	for _, e := range evs {
+		if !displaced(e.Timestamp, e.ID) {
+			continue
+		}
+		_ = b.Delete(displacedMarkKey(nil, 1, e.Timestamp, e.ID), nil)
+		_ = b.Delete(displacedNameKey(nil, 1, e.Name, e.Timestamp, e.ID), nil)
+		_ = b.Set(displacedKey(nil, 1, e.ID), appendTS(nil, e.Timestamp), nil)
+		_ = b.Set(recordKey(nil, 1, e.Timestamp, e.ID), appendRecord(nil, e), nil)
+		_ = b.Set(nameKey(nil, 1, e.Name, e.Timestamp, e.ID), nameIndexValue(nil, e), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if got, err := db.GetEvent(1, e.ID); err != nil || !sameEvent(&got, e) {
+			t.Fatalf("GetEvent(%x) = %+v, %v; want %+v", e.ID, got, err, e)
+		}
+	}
+	var n int
+	if err := db.EventsAfter(1, ID{}, 100, func(e *Event) bool { n++; return true }); err != nil || n != len(evs) {
+		t.Fatalf("EventsAfter: %d events, %v; want %d", n, err, len(evs))
+	}
+	var times []int64
+	if err := db.ScanEvents(1, 0, 2_000_000, func(e *Event) bool { times = append(times, e.Timestamp); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(times) != len(evs) || !slices.IsSorted(times) {
+		t.Fatalf("ScanEvents timestamps %v", times)
+	}
+	page, total, err := db.List(ListQuery{Dataset: 1, Name: "a", To: math.MaxInt64, Limit: 100})
+	if err != nil || len(page) != len(evs)/2 || total != int64(len(evs)/2) {
+		t.Fatalf("List(a): %d events, total %d, %v; want %d", len(page), total, err, len(evs)/2)
+	}
+	if _, err := db.ExpireBefore(1, 1003); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.EraseVisitor(1, "v", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []byte{prefixRecord, prefixDisplaced, prefixName, prefixDisplacedMark, prefixDisplacedName, prefixVisitor} {
+		if k := countKeys(t, db.DB, appendDataset(nil, p, 1), appendDataset(nil, p, 2)); k != 0 {
+			t.Errorf("%d keys with prefix %c left after expiry and erasure", k, p)
+		}
 	}
 }

@@ -51,21 +51,31 @@ func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err 
 	m := d.vmem
 	m.sealMu.Lock() // no day moves from memory to Pebble meanwhile
 	defer m.sealMu.Unlock()
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	ti, err := openTime(d.db, lo, hi)
 	if err != nil {
 		return 0, nil, err
 	}
+	it := &recordIndex{timeIter: ti}
+	er := entryReader{d: d, ds: ds}
+	defer er.close()
 	b := d.NewBatch()
 	defer b.Close()
 	inMem := map[memVisitor]map[ID]bool{}
 	for it.First(); it.Valid() && count < eraseChunk; it.Next() {
-		e, err := decodeRecordEntry(it.Key(), it.Value())
+		ts, id, _ := tsIDSuffix(it.Key())
+		late := it.late()
+		e, err := er.read(it, ts, id)
 		if err == nil {
-			ts, id := e.Timestamp, e.ID
-			if displaced(ts, id) {
+			switch {
+			case late:
 				_ = b.b.Delete(displacedKey(nil, ds, id), nil)
+				_ = b.b.Delete(displacedNameKey(nil, ds, e.Name, ts, id), nil)
+			case displaced(ts, id): // written before session 21
+				_ = b.b.Delete(displacedKey(nil, ds, id), nil)
+				fallthrough
+			default:
+				_ = b.b.Delete(nameKey(nil, ds, e.Name, ts, id), nil)
 			}
-			_ = b.b.Delete(nameKey(nil, ds, e.Name, ts, id), nil)
 			if e.HasVisitor {
 				// Also for a memory day: a split day's earlier entries are
 				// keys, and a stale key (a crashed seal's) must not outlive
@@ -79,7 +89,11 @@ func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err 
 				}
 			}
 		}
-		_ = b.b.Delete(it.Key(), nil)
+		if late {
+			_ = b.b.Delete(displacedMarkKey(nil, ds, ts, id), nil)
+		} else {
+			_ = b.b.Delete(it.Key(), nil)
+		}
 		last = append(last[:0], it.Key()...)
 		count++
 	}

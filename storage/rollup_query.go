@@ -661,7 +661,7 @@ func (d *DB) StepOccurrences(ds uint32, name string, visitor string, hasVisitor 
 		})
 		return scanned, err
 	}
-	err := d.scanIndex(namePrefix(nil, ds, name), from, to, func(ts int64, id ID, value []byte) error {
+	err := d.scanQuery(ds, name, "", false, from, to, func(ts int64, id ID, value []byte) error {
 		if scanned++; maxScan > 0 && scanned > maxScan {
 			return ErrScanLimit
 		}

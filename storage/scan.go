@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"errors"
+
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -15,16 +17,25 @@ func (d *DB) HasEvent(ds uint32, id ID) (bool, error) {
 }
 
 // ScanEvents calls fn for every event of ds with a timestamp in [from, to]
-// (inclusive), oldest first, until fn returns false. Exports use it.
+// (inclusive), oldest first, until fn returns false. Exports use it. An
+// event erased between its index entry and its record is skipped.
 func (d *DB) ScanEvents(ds uint32, from, to int64, fn func(*Event) bool) error {
-	lower, upper := rangeBounds(appendDataset(nil, prefixRecord, ds), from, to)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	it, err := d.openIndex(ds, "", "", false, from, to)
 	if err != nil {
 		return err
 	}
 	defer it.Close()
+	er := entryReader{d: d, ds: ds}
+	defer er.close()
 	for it.First(); it.Valid(); it.Next() {
-		e, err := decodeRecordEntry(it.Key(), it.Value())
+		ts, id, ok := tsIDSuffix(it.Key())
+		if !ok {
+			return errCorrupt
+		}
+		e, err := er.read(it, ts, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -15,8 +15,9 @@ import (
 
 // tableSplits is Pebble's SpanPolicyFunc: it ends every flushed or
 // compacted table where the key's first byte changes and, within the
-// records (S), the displaced events' keys (Z) and the name index (N), where
-// a busy dataset's or a busy dataset and event name's keys begin and end.
+// records (S), the displaced events' keys (Z, M) and the name index (N, J),
+// where a busy dataset's or a busy dataset and event name's keys begin and
+// end.
 //
 // Those keys grow at their ends, but only within their dataset (S, Z) or
 // their dataset and name (N). A flushed table that holds several of them
@@ -181,9 +182,11 @@ func (t *tableSplits) busy() *[]keyRange {
 		if g.name != "" {
 			p := namePrefix(nil, g.ds, g.name)
 			rs = append(rs, keyRange{p, prefixEnd(p)})
+			p = displacedNameKey(nil, g.ds, g.name, 0, ID{})[:len(p)]
+			rs = append(rs, keyRange{p, prefixEnd(p)})
 			continue
 		}
-		for _, prefix := range []byte{prefixRecord, prefixDisplaced} {
+		for _, prefix := range []byte{prefixRecord, prefixDisplaced, prefixDisplacedMark} {
 			p := appendDataset(nil, prefix, g.ds)
 			rs = append(rs, keyRange{p, prefixEnd(p)})
 		}

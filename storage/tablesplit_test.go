@@ -87,7 +87,15 @@ func TestTableSplitsObserve(t *testing.T) {
 		minute(1, botAll): 30, minute(1, botAll+"rare"): 30, // rare: 40 of 1,061 with its bots
 		minute(2, ""): 31, minute(2, "x"): 31, // 31 of 1,061: short of 1/32
 	}), at)
+	// Each name's N and J keys, the dataset's S, Z and M keys.
+	late := func(name string) []byte {
+		p := namePrefix(nil, 1, name)
+		p[0] = prefixDisplacedName
+		return p
+	}
 	want(ts, "first checkpoint",
+		late("rare"), late("view"), late("click"),
+		appendDataset(nil, prefixDisplacedMark, 1),
 		namePrefix(nil, 1, "rare"), namePrefix(nil, 1, "view"), namePrefix(nil, 1, "click"),
 		appendDataset(nil, prefixRecord, 1), appendDataset(nil, prefixDisplaced, 1))
 
@@ -96,12 +104,14 @@ func TestTableSplitsObserve(t *testing.T) {
 	at = at.Add(5 * splitHalfLife)
 	ts.observe(testOverlay(map[seriesKey]int64{minute(1, ""): 1000, minute(1, "signup"): 1000}), at)
 	want(ts, "after five half-lives",
+		late("signup"), appendDataset(nil, prefixDisplacedMark, 1),
 		namePrefix(nil, 1, "signup"), appendDataset(nil, prefixRecord, 1), appendDataset(nil, prefixDisplaced, 1))
 
 	// No events: the shares stay as they were, and volumes fall until
 	// they are dropped under half an event.
 	ts.observe(newOverlay(), at.Add(5*splitHalfLife))
-	want(ts, "five quiet half-lives", namePrefix(nil, 1, "signup"), appendDataset(nil, prefixRecord, 1), appendDataset(nil, prefixDisplaced, 1))
+	want(ts, "five quiet half-lives", late("signup"), appendDataset(nil, prefixDisplacedMark, 1),
+		namePrefix(nil, 1, "signup"), appendDataset(nil, prefixRecord, 1), appendDataset(nil, prefixDisplaced, 1))
 	ts.observe(newOverlay(), at.Add(20*splitHalfLife))
 	want(ts, "twenty quiet half-lives")
 	if len(ts.vol) != 0 {
@@ -118,8 +128,8 @@ func TestTableSplitsIdem(t *testing.T) {
 	ts.observe(testOverlay(map[seriesKey]int64{minute(1, ""): 1000}), time.Unix(1_000_000, 0))
 	got := *ts.ranges.Load()
 	keyA := idemKey(nil, "key_a", "")
-	if len(got) != 3 || !bytes.Equal(got[0].lo, keyA) || !bytes.Equal(got[0].hi, prefixEnd(keyA)) {
-		t.Fatalf("ranges %q, want key_a's idempotency keys (2 of 102 for key_b is short of 1/32) and dataset 1's S and Z", got)
+	if len(got) != 4 || !bytes.Equal(got[0].lo, keyA) || !bytes.Equal(got[0].hi, prefixEnd(keyA)) {
+		t.Fatalf("ranges %q, want key_a's idempotency keys (2 of 102 for key_b is short of 1/32) and dataset 1's M, S and Z", got)
 	}
 	if len(ts.idem) != 0 {
 		t.Errorf("counts kept after observe: %v", ts.idem)

@@ -658,12 +658,26 @@ func (d *DB) loadVisitorMem(now time.Time) (int, error) {
 	return d.rebuildVisitorMem()
 }
 
-// rebuildVisitorMem fills the memory days from the name index: for each
-// dataset and name it seeks to the first memory day and reads on, on a
-// split day from its since.
+// rebuildVisitorMem fills the memory days from the name index, N and J
+// (the displaced events', timeindex.go).
 func (d *DB) rebuildVisitorMem() (int, error) {
+	n := 0
+	for _, p := range [2]byte{prefixName, prefixDisplacedName} {
+		k, err := d.rebuildVisitorMemFrom(p)
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// rebuildVisitorMemFrom fills the memory days from the name index keys
+// under p: for each dataset and name it seeks to the first memory day and
+// reads on, on a split day from its since.
+func (d *DB) rebuildVisitorMemFrom(p byte) (int, error) {
 	m := d.vmem
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixName}, UpperBound: []byte{prefixName + 1}})
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}})
 	if err != nil {
 		return 0, err
 	}

@@ -541,6 +541,7 @@ func TestVisitorMemExpiryDuringACommit(t *testing.T) {
 	pending := b.visitors
 	b.visitors = nil
 	m.commitMu.RLock() // Batch.Commit, replayed by hand: the Pebble write...
+	b.appendFamilies()
 	if err := db.commit(b.b, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}

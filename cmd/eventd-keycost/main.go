@@ -56,7 +56,7 @@ type variant struct {
 	// what building each finished day's partition once would cost (the
 	// key layout of storage/visitors.go, W ds day len2 visitor ts id).
 	ingestVisitors bool
-	// aside collects the displaced events' S and N keys, which
+	// aside collects the displaced events' M and J keys, which
 	// storage.Experiment.DisplacedAside leaves out of the commits, and
 	// after the tail writes them as one sorted sstable, ingested: the
 	// least that holding them in memory and writing them in order would
@@ -150,7 +150,7 @@ var variants = map[string]variant{
 	"jitter100ms":    {about: "as jitter, timestamps 0-100 ms before their ids'", jitter: 100},
 	"jitter1s":       {about: "as jitter, timestamps 0-1 s before their ids'", jitter: 1000},
 	"segJitter":      {about: "as segment, with the client timestamps of jitter", segment: true, jitter: 10_000, idem: segmentMessageID},
-	"jitterAside":    {about: "as jitter, the late events' records in Z and their S and N keys written once, sorted, after the tail", jitter: 10_000, aside: true, exp: storage.Experiment{DisplacedAside: true}},
+	"jitterAside":    {about: "as jitter, the late events' records in Z and their M and J keys written once, sorted, after the tail", jitter: 10_000, aside: true, exp: storage.Experiment{DisplacedAside: true}},
 	"jitter1sAside":  {about: "as jitter1s, with aside's writes", jitter: 1000, aside: true, exp: storage.Experiment{DisplacedAside: true}},
 	"segJitterAside": {about: "as segJitter, with aside's writes", segment: true, jitter: 10_000, idem: segmentMessageID, aside: true, exp: storage.Experiment{DisplacedAside: true}},
 	"segment":        {about: "as a Segment track message is stored: its properties, a client timestamp (Z key) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
@@ -654,17 +654,18 @@ func visitorEntry(e *storage.Event) kv {
 	return kv{k, []byte(e.Name)}
 }
 
-// asideEntries are a displaced event's S key (empty: its record is in Z)
-// and N key in dataset 1, as storage writes them.
+// asideEntries are a displaced event's M and J keys in dataset 1, as
+// storage writes them (storage/timeindex.go): its place in the time order
+// and its name index entry.
 func asideEntries(e *storage.Event) (kv, kv) {
-	s := binary.BigEndian.AppendUint32([]byte{'S'}, 1)
-	s = binary.BigEndian.AppendUint64(s, uint64(e.Timestamp))
-	s = append(s, e.ID[:]...)
-	n := binary.BigEndian.AppendUint32([]byte{'N'}, 1)
-	n = append(append(n, byte(len(e.Name))), e.Name...)
-	n = binary.BigEndian.AppendUint64(n, uint64(e.Timestamp))
-	n = append(n, e.ID[:]...)
-	return kv{s, []byte{}}, kv{n, []byte(e.VisitorID)}
+	m := binary.BigEndian.AppendUint32([]byte{'M'}, 1)
+	m = binary.BigEndian.AppendUint64(m, uint64(e.Timestamp))
+	m = append(m, e.ID[:]...)
+	j := binary.BigEndian.AppendUint32([]byte{'J'}, 1)
+	j = append(append(j, byte(len(e.Name))), e.Name...)
+	j = binary.BigEndian.AppendUint64(j, uint64(e.Timestamp))
+	j = append(j, e.ID[:]...)
+	return kv{m, []byte{}}, kv{j, []byte(e.VisitorID)}
 }
 
 // ingestSorted sorts the entries, writes them as one sstable in the store's
