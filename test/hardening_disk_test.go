@@ -281,7 +281,9 @@ func TestHardeningDiskFull(t *testing.T) {
 	for {
 		m := listening.FindAllStringSubmatch(s.Logs(), -1)
 		if len(m) > starts {
-			s.Public, s.Admin = "http://"+m[len(m)-1][1], "http://"+m[len(m)-1][2]
+			// A new start: its ports may be ones another test's server
+			// had in the other role (found when this test failed so).
+			s.listening(m[len(m)-1][1], m[len(m)-1][2])
 			break
 		}
 		if time.Now().After(deadline) {

@@ -164,15 +164,21 @@ func (s *Server) launch(args, env []string) {
 	}()
 	select {
 	case a := <-addrs:
-		s.Public, s.Admin = "http://"+a[0], "http://"+a[1]
-		// Ports are reused across the suite's servers: record both roles anew.
-		listenerIsAdmin.Store(a[0], false)
-		listenerIsAdmin.Store(a[1], true)
+		s.listening(a[0], a[1])
 	case <-s.exited:
 		s.t.Fatalf("eventd exited at start: %v\n%s", s.exitErr, s.Logs())
 	case <-time.After(30 * time.Second):
 		s.t.Fatalf("eventd did not start in 30 s\n%s", s.Logs())
 	}
+}
+
+// listening points the server's addresses at a start's listeners (host:port).
+// Ports are reused across the suite's servers, so both roles are recorded
+// anew for the contract check (listenerIsAdmin).
+func (s *Server) listening(public, admin string) {
+	s.Public, s.Admin = "http://"+public, "http://"+admin
+	listenerIsAdmin.Store(public, false)
+	listenerIsAdmin.Store(admin, true)
 }
 
 // Logs is what the server wrote to stderr so far.
