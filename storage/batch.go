@@ -26,7 +26,10 @@ type Batch struct {
 	// of days in Pebble as W keys and gives the others to memory.
 	visitors []pendingVisitor
 	vbuf     *[]pendingVisitor // where visitors came from (batchPools)
-	maxIDMs  int64             // the latest id millisecond added (DB.idCeil)
+	// late are the batch's displaced events' M and J keys; Commit writes
+	// them or gives them to memory (latemem.go).
+	late    []pendingLate
+	maxIDMs int64 // the latest id millisecond added (DB.idCeil)
 	// keys holds each secondary key family (Z, N, I) apart until Commit
 	// appends them to b, family after family (keyFamily).
 	keys [numKeyFamilies]*pebble.Batch
@@ -99,26 +102,16 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	var k []byte
 	switch {
 	case displaced(e.Timestamp, e.ID):
-		// The record under Z, in the order of commits, and the places in
-		// the time order and the name index under M and J: keys of this
-		// kind land behind what is being written (timeindex.go).
+		// The record under Z, in the order of commits; its places in the
+		// time order and the name index (M and J keys) lag what is being
+		// written, and Commit gives them to memory, which writes them in
+		// time order later (timeindex.go, latemem.go).
 		k = displacedKey(b.scratch[:0], ds, e.ID)
 		v := appendRecord(appendTS(k[len(k):], e.Timestamp), e)
 		_ = b.family(familyDisplaced).Set(k, v, nil)
-		if skip.displacedAside {
-			k = v[:0]
-			break
-		}
-		k = displacedMarkKey(v[:0], ds, e.Timestamp, e.ID)
-		v = appendBotMark(k[len(k):], bot)
-		_ = b.family(familyDisplacedMark).Set(k, v, nil)
 		k = v[:0]
-		if !skip.name {
-			k = displacedNameKey(k, ds, e.Name, e.Timestamp, e.ID)
-			v = nameIndexValue(appendBotMark(k[len(k):], bot), e)
-			_ = b.family(familyDisplacedName).Set(k, v, nil)
-			k = v[:0]
-		}
+		b.late = append(b.late, pendingLate{ds: ds, ts: e.Timestamp, id: e.ID, name: e.Name,
+			visitor: e.VisitorID, hasVisitor: e.HasVisitor, bot: bot})
 	default:
 		k = recordKey(b.scratch[:0], ds, e.Timestamp, e.ID)
 		v := appendRecord(k[len(k):], e)
@@ -145,6 +138,21 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 	}
 	b.scratch = k[:0]
 	b.derive(ds, e, bot, 1, true)
+}
+
+// addLateKeys writes a displaced event's M and J keys in the batch: its
+// time is behind what memory takes (latemem.go).
+func (b *Batch) addLateKeys(p *pendingLate) {
+	k := displacedMarkKey(b.scratch[:0], p.ds, p.ts, p.id)
+	v := appendBotMark(k[len(k):], p.bot)
+	_ = b.family(familyDisplacedMark).Set(k, v, nil)
+	k = displacedNameKey(v[:0], p.ds, p.name, p.ts, p.id)
+	v = appendBotMark(k[len(k):], p.bot)
+	if p.hasVisitor {
+		v = append(v, p.visitor...)
+	}
+	_ = b.family(familyDisplacedName).Set(k, v, nil)
+	b.scratch = v[:0]
 }
 
 // IdemRecord is what an idempotency key remembers.
@@ -210,6 +218,20 @@ func (b *Batch) Commit(sync bool) error {
 			b.scratch = v[:0]
 		}
 	}
+	late := b.late[:0]
+	if len(b.late) > 0 {
+		// Held until the entries are added, as for the visitor memory.
+		l := b.db.late
+		l.commitMu.RLock()
+		defer l.commitMu.RUnlock()
+		for _, p := range b.late {
+			if l.takes(p.ts, p.id) {
+				late = append(late, p)
+				continue
+			}
+			b.addLateKeys(&p)
+		}
+	}
 	b.appendFamilies()
 	opts := pebble.NoSync
 	if sync {
@@ -221,10 +243,10 @@ func (b *Batch) Commit(sync bool) error {
 		old = b.db.maxIDMs.Load()
 	}
 	var c *inflightCommit
-	if seq != 0 { // always when mem is not empty: every event adds a count cell
+	if seq != 0 { // always when mem or late is not empty: every event adds a count cell
 		// Readers that see this commit in Pebble before its memory part is
 		// done take its cells and entries from here (inflight.go).
-		c = &inflightCommit{seq: seq, r: r, mem: mem}
+		c = &inflightCommit{seq: seq, r: r, mem: mem, late: late}
 		b.db.inflight.begin(c)
 	}
 	err := b.db.commit(b.b, opts)
@@ -234,6 +256,9 @@ func (b *Batch) Commit(sync bool) error {
 	// derived view keeps counting its cells after that, from the overlay.
 	if err == nil && len(mem) > 0 {
 		b.db.vmem.add(mem)
+	}
+	if err == nil && len(late) > 0 {
+		b.db.late.add(late)
 	}
 	b.db.passStage(stageAdded)
 	if err == nil && seq != 0 {
@@ -245,6 +270,8 @@ func (b *Batch) Commit(sync bool) error {
 	}
 	clear(b.visitors) // drop the events' strings
 	b.visitors = b.visitors[:0]
+	clear(b.late)
+	b.late = b.late[:0]
 	if err == nil && len(b.links) > 0 {
 		b.db.links.add(b.linkGen, b.links)
 	}

@@ -138,24 +138,18 @@ func (d *DB) MaxIDBefore(ds uint32, cutoff int64) (ID, bool, error) {
 	if cutoff <= 0 {
 		return maxID, false, nil
 	}
-	lo, hi := rangeBounds(appendDataset(nil, prefixRecord, ds), 0, cutoff-1)
+	// The S keys with the displaced events' (timeindex.go).
+	it, err := d.openTime(rangeBounds(appendDataset(nil, prefixRecord, ds), 0, cutoff-1))
+	if err != nil {
+		return maxID, false, err
+	}
 	found := false
-	// The S keys and the displaced events' M keys (timeindex.go).
-	for _, p := range [2]byte{prefixRecord, prefixDisplacedMark} {
-		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: withPrefix(lo, prefixRecord, p), UpperBound: withPrefix(hi, prefixRecord, p), KeyTypes: pebble.IterKeyTypePointsOnly})
-		if err != nil {
-			return maxID, false, err
-		}
-		for valid := it.First(); valid; valid = it.Next() {
-			if _, id, ok := tsIDSuffix(it.Key()); ok && bytes.Compare(id[:], maxID[:]) > 0 {
-				maxID, found = id, true
-			}
-		}
-		if err := it.Close(); err != nil {
-			return maxID, false, err
+	for valid := it.First(); valid; valid = it.Next() {
+		if _, id, ok := tsIDSuffix(it.Key()); ok && bytes.Compare(id[:], maxID[:]) > 0 {
+			maxID, found = id, true
 		}
 	}
-	return maxID, found, nil
+	return maxID, found, it.Close()
 }
 
 // ExpireCursors marks expired, durably and at once, every cursor of ds

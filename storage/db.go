@@ -44,6 +44,10 @@ type Options struct {
 	// (visitormem.go): past it the fullest day is split, what it holds
 	// written to Pebble (default DefaultVisitorMemory).
 	VisitorMemory int
+	// LateMemory bounds the displaced events whose time index keys are
+	// held in memory (latemem.go); past it the oldest seconds are written
+	// early (default DefaultLateMemory).
+	LateMemory int
 	// Experiment is for measurements only (experiment.go); nil is the
 	// production store.
 	Experiment *Experiment
@@ -89,6 +93,10 @@ type DB struct {
 	// writes finished days to Pebble as ingested tables (visitorseal.go).
 	vmem   *visitorMem
 	sealer *visitorSealer
+	// late holds the recent displaced events' M and J keys, which lateW
+	// writes to Pebble in time order (latemem.go).
+	late  *lateMem
+	lateW *lateWriter
 	// inflight holds the commits whose in-memory part (derived overlay,
 	// visitor memory) is not done yet, for readers (inflight.go).
 	inflight     *inflight
@@ -192,7 +200,7 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	commits := &inflight{}
 	d := &DB{db: db, wake: wake, fatal: fatal, splits: splits, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
-		vmem: newVisitorMem(o.VisitorMemory, commits), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
+		vmem: newVisitorMem(o.VisitorMemory, commits), late: newLateMem(o.LateMemory), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}
 	if err := d.openRecords(o); err != nil {
 		_ = db.Close()
@@ -207,11 +215,21 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)
 	}
 	start := time.Now()
-	n, err := d.loadVisitorMem(start)
+	n, err := d.loadLateMem()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("rebuild the recent displaced events' time index of %s: %w", dir, err)
+	}
+	if n > 0 && o.Logger != nil {
+		o.Logger.Info("recent displaced events' time index rebuilt in memory", "entries", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+	start = time.Now()
+	n, err = d.loadVisitorMem(start)
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("rebuild the visitor index of recent days of %s: %w", dir, err)
 	}
+	d.lateVisitors() // their J keys are not in Pebble yet
 	if n > 0 && o.Logger != nil {
 		o.Logger.Info("visitor index of recent days rebuilt in memory", "entries", n, "took", time.Since(start).Round(time.Millisecond))
 	}
@@ -233,6 +251,7 @@ func Open(dir string, o Options) (*DB, error) {
 			return nil, fmt.Errorf("remove unfinished visitor index tables of %s: %w", dir, err)
 		}
 		d.sealer = d.runVisitorSealer()
+		d.lateW = d.runLateWriter()
 	}
 	opened = true
 	return d, nil
@@ -245,13 +264,20 @@ const memTableSize = 64 << 20
 const numLevels = 7
 
 // Close checkpoints the derived data, then flushes and closes the store.
-// The visitor index days in memory need nothing: Open rebuilds them.
+// The visitor index days in memory need nothing: Open rebuilds them. The
+// displaced events' keys in memory are written, so that Open need not read
+// their records again.
 func (d *DB) Close() error {
+	var err error
 	if !d.readOnly {
+		d.lateW.close()
 		d.sealer.close()
+		err = d.writeLate(true)
 		d.derived.close()
 	}
-	err := d.db.Close()
+	if cerr := d.db.Close(); err == nil {
+		err = cerr
+	}
 	_ = d.wake.Close() // after Pebble: it arms the timer until its WAL is closed
 	return err
 }
@@ -364,14 +390,20 @@ func (d *DB) DeleteDatasets(ds ...uint32) error {
 			}
 		}
 	}
+	l := d.late
 	m.commitMu.Lock() // no commit between its write and its memory add
 	defer m.commitMu.Unlock()
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if err := d.commit(b, pebble.Sync); err != nil {
 		return err
 	}
 	m.dropDatasets(ds)
+	l.dropDatasets(ds)
 	return nil
 }
 
@@ -458,10 +490,10 @@ func (d *DB) openIndex(ds uint32, name, visitor string, hasVisitor bool, from, t
 	}
 	if name != "" {
 		lower, upper := rangeBounds(namePrefix(nil, ds, name), from, to)
-		return openTime(d.db, lower, upper)
+		return d.openTime(lower, upper)
 	}
 	lower, upper := rangeBounds(appendDataset(nil, prefixRecord, ds), from, to)
-	it, err := openTime(d.db, lower, upper)
+	it, err := d.openTime(lower, upper)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,7 @@ func (d *DB) eraseChunk(ds uint32, visitor string, erased map[ID]bool, days map[
 	b := d.NewBatch()
 	defer b.Close()
 	inMem := map[ID]bool{}
+	late := map[ID]int64{}
 	for _, en := range chunk {
 		_ = b.b.Delete(recordKey(nil, ds, en.ts, en.id), nil)
 		_ = b.b.Delete(nameKey(nil, ds, en.name, en.ts, en.id), nil)
@@ -86,6 +87,7 @@ func (d *DB) eraseChunk(ds uint32, visitor string, erased map[ID]bool, days map[
 			_ = b.b.Delete(displacedKey(nil, ds, en.id), nil)
 			_ = b.b.Delete(displacedMarkKey(nil, ds, en.ts, en.id), nil)
 			_ = b.b.Delete(displacedNameKey(nil, ds, en.name, en.ts, en.id), nil)
+			late[en.id] = en.ts // in memory, perhaps (latemem.go)
 		}
 		// Also for a memory day: a split day's earlier entries are keys,
 		// and a stale key (a crashed seal's) must not come back when the
@@ -102,16 +104,18 @@ func (d *DB) eraseChunk(ds uint32, visitor string, erased map[ID]bool, days map[
 		days[day][seriesName(en.name, en.bot)] = true
 		erased[en.id] = true
 	}
-	return len(chunk), d.commitRemovingVisitors(b, map[memVisitor]map[ID]bool{{ds, visitor}: inMem})
+	return len(chunk), d.commitRemoving(b, map[memVisitor]map[ID]bool{{ds, visitor}: inMem}, ds, late)
 }
 
-// commitRemovingVisitors commits b (synced) and takes the entries of
-// memory days it erases out of memory, as one step for readers (they open
-// under mu, so none sees the entries without their records) and for
-// commits (none is between its write and its memory add). Callers hold
-// sealMu.
-func (d *DB) commitRemovingVisitors(b *Batch, remove map[memVisitor]map[ID]bool) error {
-	n := 0
+// commitRemoving commits b (synced) and takes the entries it erases out of
+// the visitor memory's days (remove) and out of the displaced events' time
+// index in memory (late: ids of ds at their timestamps), as one step for
+// readers (they open under mu, so none sees the entries without their
+// records) and for commits (none is between its write and its memory add).
+// Callers hold the visitor memory's sealMu, which the late memory's writer
+// holds too: no cell with these entries is being written.
+func (d *DB) commitRemoving(b *Batch, remove map[memVisitor]map[ID]bool, ds uint32, late map[ID]int64) error {
+	n := len(late)
 	for _, ids := range remove {
 		n += len(ids)
 	}
@@ -120,11 +124,15 @@ func (d *DB) commitRemovingVisitors(b *Batch, remove map[memVisitor]map[ID]bool)
 	}
 	// commitMu too: a commit in flight may have written an event this
 	// batch deletes and not yet added its entry to memory.
-	m := d.vmem
+	m, l := d.vmem, d.late
 	m.commitMu.Lock()
 	defer m.commitMu.Unlock()
+	l.commitMu.Lock()
+	defer l.commitMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if err := b.Commit(true); err != nil {
 		return err
 	}
@@ -132,6 +140,9 @@ func (d *DB) commitRemovingVisitors(b *Batch, remove map[memVisitor]map[ID]bool)
 		if len(ids) > 0 {
 			m.remove(v, ids)
 		}
+	}
+	if len(late) > 0 {
+		l.remove(ds, late)
 	}
 	return nil
 }

@@ -11,28 +11,22 @@ import (
 // costs per event with eventd's own write path. serve never sets it.
 type Experiment struct {
 	// SkipName and SkipVisitor leave the N and W (visitor) index keys out
-	// of AddEvent. A store written so answers lists, counts, funnels and
+	// of AddEvent (a displaced event's J key is still written). A store written so answers lists, counts, funnels and
 	// erasure wrongly: use them only on a throwaway directory.
 	SkipName, SkipVisitor bool
-	// DisplacedAside leaves a displaced event's M and J keys out of the
-	// batch (its record still goes under Z), for the caller to write later,
-	// sorted: what holding late events' time-ordered keys in memory would
-	// save (eventd-keycost, proposal 19 in docs/benchmarks.md). Reads miss
-	// the events so written until the caller has.
-	DisplacedAside bool
 	// Pebble, if not nil, adjusts Pebble's options after eventd's own and
 	// before the store opens.
 	Pebble func(*pebble.Options)
 }
 
 // skipKeys is the part of an Experiment that AddEvent reads per event.
-type skipKeys struct{ name, visitor, displacedAside bool }
+type skipKeys struct{ name, visitor bool }
 
 func (x *Experiment) skip() skipKeys {
 	if x == nil {
 		return skipKeys{}
 	}
-	return skipKeys{name: x.SkipName, visitor: x.SkipVisitor, displacedAside: x.DisplacedAside}
+	return skipKeys{name: x.SkipName, visitor: x.SkipVisitor}
 }
 
 // SealVisitorMemory writes every day of the visitor index held in memory

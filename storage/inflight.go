@@ -31,6 +31,9 @@ type inflightCommit struct {
 	seq uint64
 	r   *rollups         // its derived cells
 	mem []pendingVisitor // its visitor entries of days in memory
+	// late are its displaced events' M and J keys that memory takes
+	// (latemem.go).
+	late []pendingLate
 	// into is the overlay its cells were folded into, nil before; written
 	// and read under derived.mu.
 	into *overlay

@@ -127,19 +127,16 @@ func (d *DB) Count(ds uint32, name string, from, to int64) (int64, error) {
 		prefix = namePrefix(nil, ds, name)
 	}
 	for _, e := range plan.Edges {
-		lo, hi := rangeBounds(prefix, e.Start, e.End-1)
-		// Both key families (timeindex.go), counted apart: an event is in one.
-		for _, p := range [2]byte{prefix[0], displacedPrefix(prefix[0])} {
-			it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: withPrefix(lo, prefix[0], p), UpperBound: withPrefix(hi, prefix[0], p), KeyTypes: pebble.IterKeyTypePointsOnly})
-			if err != nil {
-				return 0, err
-			}
-			for it.First(); it.Valid(); it.Next() {
-				total++
-			}
-			if err := it.Close(); err != nil {
-				return 0, err
-			}
+		// With the displaced events' keys, in Pebble and in memory (timeindex.go).
+		it, err := d.openTime(rangeBounds(prefix, e.Start, e.End-1))
+		if err != nil {
+			return 0, err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			total++
+		}
+		if err := it.Close(); err != nil {
+			return 0, err
 		}
 	}
 	return total, nil

@@ -137,6 +137,9 @@ func TestDisplacedEvents(t *testing.T) {
 		e.VisitorID, e.HasVisitor = "v", true
 	}
 	commitEvents(t, db.DB, 1, evs...)
+	if err := db.WriteLateMemory(); err != nil { // the M and J keys, counted below (latemem.go)
+		t.Fatal(err)
+	}
 	displacedN := 0
 	for _, e := range evs {
 		got, err := db.GetEvent(1, e.ID)

@@ -51,7 +51,7 @@ func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err 
 	m := d.vmem
 	m.sealMu.Lock() // no day moves from memory to Pebble meanwhile
 	defer m.sealMu.Unlock()
-	ti, err := openTime(d.db, lo, hi)
+	ti, err := d.openTime(lo, hi)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -61,13 +61,14 @@ func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err 
 	b := d.NewBatch()
 	defer b.Close()
 	inMem := map[memVisitor]map[ID]bool{}
+	late := map[ID]int64{}
 	for it.First(); it.Valid() && count < eraseChunk; it.Next() {
 		ts, id, _ := tsIDSuffix(it.Key())
-		late := it.late()
+		isLate := it.late()
 		e, err := er.read(it, ts, id)
 		if err == nil {
 			switch {
-			case late:
+			case isLate:
 				_ = b.b.Delete(displacedKey(nil, ds, id), nil)
 				_ = b.b.Delete(displacedNameKey(nil, ds, e.Name, ts, id), nil)
 			case displaced(ts, id): // written before session 21
@@ -89,8 +90,9 @@ func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err 
 				}
 			}
 		}
-		if late {
+		if isLate {
 			_ = b.b.Delete(displacedMarkKey(nil, ds, ts, id), nil)
+			late[id] = ts // in memory, perhaps (latemem.go)
 		} else {
 			_ = b.b.Delete(it.Key(), nil)
 		}
@@ -100,7 +102,7 @@ func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err 
 	if err := it.Close(); err != nil {
 		return 0, nil, err
 	}
-	return count, last, d.commitRemovingVisitors(b, inMem)
+	return count, last, d.commitRemoving(b, inMem, ds, late)
 }
 
 // eachNamePrefix calls fn with "p ds len name" for every event name that has

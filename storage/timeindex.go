@@ -3,6 +3,8 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -45,39 +47,266 @@ func displacedPrefix(p byte) byte {
 	return prefixDisplacedMark
 }
 
-// timeIter walks an index range of S (or N) keys and the same range of
-// their displaced events' M (or J) keys as one index in (ts, id) order.
-// Key gives every entry under the S (or N) prefix, so readers parse both
-// alike; late tells which one the entry is. The two ranges hold different
-// events, so no key is in both.
+// timeIter walks an index range of S (or N) keys, the same range of their
+// displaced events' M (or J) keys and those of them still in memory
+// (latemem.go) as one index in (ts, id) order. Key gives every entry under
+// the S (or N) prefix, so readers parse all alike; late tells an entry of a
+// displaced event. A key in memory and in Pebble (a cell being written, or
+// after a crash) is given once.
 type timeIter struct {
-	its [2]*pebble.Iterator // 0: S or N; 1: M or J
-	pfx [2]byte             // their prefixes
-	ok  [2]bool
-	cur int  // the iterator at the current entry, -1 for none
-	fwd bool // the direction of the last move
-	key []byte
+	srcs []timeSource // 0: S or N; 1: M or J; 2: memory, when it holds any
+	pfx  []byte       // their prefixes (memory's keys are under M or J)
+	ok   []bool
+	cur  int  // the source at the current entry, -1 for none
+	fwd  bool // the direction of the last move
+	key  []byte
 }
 
-// openTime opens a timeIter over [lower, upper), bounds under S or N, on
-// r (the store or a snapshot).
-func openTime(r pebble.Reader, lower, upper []byte) (*timeIter, error) {
-	t := &timeIter{cur: -1, pfx: [2]byte{lower[0], displacedPrefix(lower[0])}}
-	var err error
-	if t.its[0], err = r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper}); err != nil {
+// timeSource is what timeIter uses of a *pebble.Iterator, and memSource
+// has too.
+type timeSource interface {
+	First() bool
+	Last() bool
+	Next() bool
+	Prev() bool
+	SeekGE(key []byte) bool
+	SeekLT(key []byte) bool
+	Key() []byte
+	Value() []byte
+	Close() error
+}
+
+// openTime opens a timeIter over [lower, upper), bounds under S or N.
+func (d *DB) openTime(lower, upper []byte) (*timeIter, error) {
+	p := [2]byte{lower[0], displacedPrefix(lower[0])}
+	lateLo, lateHi := withPrefix(lower, p[0], p[1]), withPrefix(upper, p[0], p[1])
+	// The memory's copy and the Pebble view are taken under its lock: a
+	// cell written meanwhile is in one or both, never in neither.
+	l := d.late
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// The entries of commits in flight first, as the visitor memory's
+	// readers take them (visitors.go): a commit the view below shows may
+	// not have added them to memory yet.
+	pending := d.inflightLate(lateLo, lateHi)
+	main, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
 		return nil, err
 	}
 	// A clone shares the first's view: a commit cannot show in one range
 	// and not the other.
-	t.its[1], err = t.its[0].Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{
-		LowerBound: withPrefix(lower, t.pfx[0], t.pfx[1]),
-		UpperBound: withPrefix(upper, t.pfx[0], t.pfx[1]),
-	}})
+	late, err := main.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: lateLo, UpperBound: lateHi}})
 	if err != nil {
-		_ = t.its[0].Close()
+		_ = main.Close()
 		return nil, err
 	}
+	t := &timeIter{srcs: []timeSource{main, late}, pfx: []byte{p[0], p[1]}, cur: -1}
+	if mem := d.lateKeys(pending, lateLo, lateHi); len(mem) > 0 {
+		t.srcs = append(t.srcs, &memSource{kvs: mem, pos: -1})
+		t.pfx = append(t.pfx, p[1])
+	}
+	t.ok = make([]bool, len(t.srcs))
 	return t, nil
+}
+
+// inflightLate copies the keys in [lo, hi) (under M or J) of the commits
+// in flight that the store shows.
+func (d *DB) inflightLate(lo, hi []byte) []memKV {
+	named, ds, name := lateRange(lo)
+	var out []memKV
+	d.inflight.seen(d.db, func(c *inflightCommit) {
+		for i := range c.late {
+			p := &c.late[i]
+			if p.ds == ds && (!named || p.name == name) {
+				out = append(out, pendingKV(p, named))
+			}
+		}
+	})
+	return out
+}
+
+// lateRange is what the lower bound of a range of M or J keys selects: a
+// dataset, and a name under J.
+func lateRange(lo []byte) (named bool, ds uint32, name string) {
+	named = lo[0] == prefixDisplacedName
+	ds = binary.BigEndian.Uint32(lo[1:datasetPrefLen])
+	if named {
+		name = string(lo[datasetPrefLen+1 : datasetPrefLen+1+int(lo[datasetPrefLen])])
+	}
+	return named, ds, name
+}
+
+// lateKeys adds to out the keys in [lo, hi) (under M or J) that memory
+// holds, and returns them sorted without repeats. Callers hold late.mu.
+func (d *DB) lateKeys(out []memKV, lo, hi []byte) []memKV {
+	named, ds, name := lateRange(lo)
+	in := func(k []byte) bool { return bytes.Compare(k, lo) >= 0 && (len(hi) == 0 || bytes.Compare(k, hi) < 0) }
+	// The cells to look in: the times of the bounds, where they have one.
+	plen := datasetPrefLen
+	if named {
+		plen += 1 + len(name)
+	}
+	at := func(k []byte, none int64) int64 {
+		if len(k) < plen+8 || k[0] != lo[0] || !bytes.Equal(k[:plen], lo[:plen]) {
+			return none
+		}
+		return int64(binary.BigEndian.Uint64(k[plen:]))
+	}
+	out = d.late.appendKeys(out, ds, name, named, at(lo, 0), at(hi, math.MaxInt64))
+	out = slices.DeleteFunc(out, func(kv memKV) bool { return !in(kv.k) })
+	slices.SortFunc(out, func(a, b memKV) int { return bytes.Compare(a.k, b.k) })
+	return slices.CompactFunc(out, func(a, b memKV) bool { return bytes.Equal(a.k, b.k) })
+}
+
+// pick makes the nearest positioned source current: the smallest key
+// going forward, the largest going back; of equal keys, the first.
+func (t *timeIter) pick() bool {
+	t.cur = -1
+	for i, s := range t.srcs {
+		if !t.ok[i] {
+			continue
+		}
+		if t.cur < 0 {
+			t.cur = i
+			continue
+		}
+		c := bytes.Compare(s.Key()[1:], t.srcs[t.cur].Key()[1:])
+		if (t.fwd && c < 0) || (!t.fwd && c > 0) {
+			t.cur = i
+		}
+	}
+	return t.cur >= 0
+}
+
+// First moves to the oldest entry.
+func (t *timeIter) First() bool {
+	t.fwd = true
+	for i, s := range t.srcs {
+		t.ok[i] = s.First()
+	}
+	return t.pick()
+}
+
+// Last moves to the newest entry.
+func (t *timeIter) Last() bool {
+	t.fwd = false
+	for i, s := range t.srcs {
+		t.ok[i] = s.Last()
+	}
+	return t.pick()
+}
+
+// Next moves to the next entry. After a move back, the other sources are
+// before the current entry, so they seek to it first; then every source
+// at it (a repeat too) steps past it.
+func (t *timeIter) Next() bool { return t.step(true) }
+
+// Prev moves to the entry before, as Next does the other way.
+func (t *timeIter) Prev() bool { return t.step(false) }
+
+func (t *timeIter) step(fwd bool) bool {
+	if t.cur < 0 {
+		return false
+	}
+	cur := append(t.key[:0], t.srcs[t.cur].Key()...)
+	t.key = cur
+	if t.fwd != fwd {
+		t.fwd = fwd
+		seek := make([]byte, len(cur))
+		copy(seek, cur)
+		for i, s := range t.srcs {
+			if i == t.cur {
+				continue
+			}
+			seek[0] = t.pfx[i]
+			if fwd {
+				t.ok[i] = s.SeekGE(seek)
+			} else {
+				t.ok[i] = s.SeekLT(seek)
+			}
+		}
+	}
+	for i, s := range t.srcs {
+		if t.ok[i] && bytes.Equal(s.Key()[1:], cur[1:]) {
+			if fwd {
+				t.ok[i] = s.Next()
+			} else {
+				t.ok[i] = s.Prev()
+			}
+		}
+	}
+	return t.pick()
+}
+
+// Valid reports whether the iterator is at an entry.
+func (t *timeIter) Valid() bool { return t.cur >= 0 }
+
+// late reports whether the current entry is a displaced event's (M or J,
+// or memory).
+func (t *timeIter) late() bool { return t.cur >= 1 }
+
+// Key is the current entry's key under the S (or N) prefix.
+func (t *timeIter) Key() []byte {
+	k := t.srcs[t.cur].Key()
+	if t.cur == 0 {
+		return k
+	}
+	t.key = append(t.key[:0], k...)
+	t.key[0] = t.pfx[0]
+	return t.key
+}
+
+// Value is the current entry's value: a record under S, the bot mark
+// under M, the bot mark and visitor under N and J.
+func (t *timeIter) Value() []byte { return t.srcs[t.cur].Value() }
+
+// Error is the first Pebble iterator's error.
+func (t *timeIter) Error() error {
+	for _, s := range t.srcs[:2] {
+		if err := s.(*pebble.Iterator).Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close releases the iterators.
+func (t *timeIter) Close() error {
+	var err error
+	for _, s := range t.srcs {
+		if e := s.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// memSource walks a sorted copy of memory's keys.
+type memSource struct {
+	kvs []memKV
+	pos int
+}
+
+func (m *memSource) valid() bool   { return m.pos >= 0 && m.pos < len(m.kvs) }
+func (m *memSource) First() bool   { m.pos = 0; return m.valid() }
+func (m *memSource) Last() bool    { m.pos = len(m.kvs) - 1; return m.valid() }
+func (m *memSource) Next() bool    { m.pos++; return m.valid() }
+func (m *memSource) Prev() bool    { m.pos--; return m.valid() }
+func (m *memSource) Key() []byte   { return m.kvs[m.pos].k }
+func (m *memSource) Value() []byte { return m.kvs[m.pos].v }
+func (m *memSource) Close() error  { return nil }
+
+// SeekGE moves to the first key at or after key.
+func (m *memSource) SeekGE(key []byte) bool {
+	m.pos, _ = slices.BinarySearchFunc(m.kvs, key, func(kv memKV, k []byte) int { return bytes.Compare(kv.k, k) })
+	return m.valid()
+}
+
+// SeekLT moves to the last key before key.
+func (m *memSource) SeekLT(key []byte) bool {
+	i, _ := slices.BinarySearchFunc(m.kvs, key, func(kv memKV, k []byte) int { return bytes.Compare(kv.k, k) })
+	m.pos = i - 1
+	return m.valid()
 }
 
 // withPrefix is bound k of from's keys moved under prefix to; a bound past
@@ -89,112 +318,4 @@ func withPrefix(k []byte, from, to byte) []byte {
 	out := append([]byte(nil), k...)
 	out[0] = to
 	return out
-}
-
-// pick makes the nearer of the two positioned iterators current: the
-// smaller key going forward, the larger going back.
-func (t *timeIter) pick() bool {
-	t.cur = -1
-	switch {
-	case t.ok[0] && t.ok[1]:
-		c := bytes.Compare(t.its[0].Key()[1:], t.its[1].Key()[1:])
-		if (c < 0) == t.fwd {
-			t.cur = 0
-		} else {
-			t.cur = 1
-		}
-	case t.ok[0]:
-		t.cur = 0
-	case t.ok[1]:
-		t.cur = 1
-	}
-	return t.cur >= 0
-}
-
-// First moves to the oldest entry.
-func (t *timeIter) First() bool {
-	t.fwd = true
-	t.ok[0], t.ok[1] = t.its[0].First(), t.its[1].First()
-	return t.pick()
-}
-
-// Last moves to the newest entry.
-func (t *timeIter) Last() bool {
-	t.fwd = false
-	t.ok[0], t.ok[1] = t.its[0].Last(), t.its[1].Last()
-	return t.pick()
-}
-
-// Next moves to the next entry. After a move back, the other iterator is
-// before the current entry, so it seeks past it first.
-func (t *timeIter) Next() bool {
-	if t.cur < 0 {
-		return false
-	}
-	if !t.fwd {
-		t.fwd = true
-		o := 1 - t.cur
-		t.ok[o] = t.its[o].SeekGE(t.otherKey(o))
-	}
-	t.ok[t.cur] = t.its[t.cur].Next()
-	return t.pick()
-}
-
-// Prev moves to the entry before, as Next does the other way.
-func (t *timeIter) Prev() bool {
-	if t.cur < 0 {
-		return false
-	}
-	if t.fwd {
-		t.fwd = false
-		o := 1 - t.cur
-		t.ok[o] = t.its[o].SeekLT(t.otherKey(o))
-	}
-	t.ok[t.cur] = t.its[t.cur].Prev()
-	return t.pick()
-}
-
-// otherKey is the current key under iterator o's prefix.
-func (t *timeIter) otherKey(o int) []byte {
-	t.key = append(t.key[:0], t.its[t.cur].Key()...)
-	t.key[0] = t.pfx[o]
-	return t.key
-}
-
-// Valid reports whether the iterator is at an entry.
-func (t *timeIter) Valid() bool { return t.cur >= 0 }
-
-// late reports whether the current entry is a displaced event's (M or J).
-func (t *timeIter) late() bool { return t.cur == 1 }
-
-// Key is the current entry's key under the S (or N) prefix.
-func (t *timeIter) Key() []byte {
-	k := t.its[t.cur].Key()
-	if t.cur == 0 {
-		return k
-	}
-	t.key = append(t.key[:0], k...)
-	t.key[0] = t.pfx[0]
-	return t.key
-}
-
-// Value is the current entry's value: a record under S, the bot mark
-// under M, the bot mark and visitor under N and J.
-func (t *timeIter) Value() []byte { return t.its[t.cur].Value() }
-
-// Error is the first iterator's error.
-func (t *timeIter) Error() error {
-	if err := t.its[0].Error(); err != nil {
-		return err
-	}
-	return t.its[1].Error()
-}
-
-// Close releases both iterators.
-func (t *timeIter) Close() error {
-	err := t.its[0].Close()
-	if err1 := t.its[1].Close(); err == nil {
-		err = err1
-	}
-	return err
 }

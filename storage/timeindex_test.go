@@ -9,40 +9,60 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// TestTimeIterWalksBothFamilies: a timeIter over S and M keys moves
-// through them as one sorted index, every key under S, in any sequence of
-// First, Last, Next and Prev (direction changes included), and within its
-// bounds: keys of other datasets and out of range are not seen.
+// TestTimeIterWalksBothFamilies: a timeIter over S keys, M keys and the M
+// keys memory holds moves through them as one sorted index, every key under
+// S and a key in both memory and Pebble once, in any sequence of First,
+// Last, Next and Prev (direction changes included), and within its bounds:
+// keys of other datasets and out of range are not seen.
 func TestTimeIterWalksBothFamilies(t *testing.T) {
 	db := openTestDB(t, "")
 	r := rand.New(rand.NewPCG(1, 2))
-	var want [][]byte // the S form of every key in range, sorted
+	inRange := map[string]bool{} // the S form of every key in range
 	b := db.db.NewBatch()
-	for i := range 200 {
+	l := db.late
+	l.mu.Lock()
+	for i := range 300 {
 		ts := int64(1000 + r.IntN(50))
 		id := idAt(int64(i), byte(i))
-		p := byte(prefixRecord)
-		if r.IntN(2) == 0 {
-			p = prefixDisplacedMark
+		k := recordKey(nil, 1, ts, id)
+		switch r.IntN(4) {
+		case 0: // S
+			_ = b.Set(k, []byte("record"), nil)
+		case 1: // M
+			_ = b.Set(withPrefix(k, prefixRecord, prefixDisplacedMark), nil, nil)
+		case 2: // memory
+			l.insert(&pendingLate{ds: 1, ts: ts, id: id, name: "e"})
+		default: // both: a cell being written
+			_ = b.Set(withPrefix(k, prefixRecord, prefixDisplacedMark), nil, nil)
+			l.insert(&pendingLate{ds: 1, ts: ts, id: id, name: "e"})
 		}
-		k := append(appendTS(appendDataset(nil, p, 1), ts), id[:]...)
-		_ = b.Set(k, []byte{p}, nil)
 		if ts >= 1010 && ts <= 1040 {
-			want = append(want, withPrefix(k, p, prefixRecord))
+			inRange[string(k)] = true
 		}
-		// Neighbours that must stay out: another dataset, both families.
-		_ = b.Set(withPrefix(appendTS(appendDataset(nil, prefixRecord, 2), ts), prefixRecord, p), nil, nil)
+		// Neighbours that must stay out: another dataset, in every source.
+		other := recordKey(nil, 2, ts, id)
+		_ = b.Set(other, nil, nil)
+		_ = b.Set(withPrefix(other, prefixRecord, prefixDisplacedMark), nil, nil)
+		l.insert(&pendingLate{ds: 2, ts: ts, id: id, name: "e"})
 	}
+	l.mu.Unlock()
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
+	want := make([][]byte, 0, len(inRange))
+	for k := range inRange {
+		want = append(want, []byte(k))
+	}
 	slices.SortFunc(want, bytes.Compare)
 	lo, hi := rangeBounds(appendDataset(nil, prefixRecord, 1), 1010, 1040)
-	it, err := openTime(db.db, lo, hi)
+	it, err := db.openTime(lo, hi)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer it.Close()
+	if len(it.srcs) != 3 {
+		t.Fatalf("%d sources, want S, M and memory", len(it.srcs))
+	}
 
 	check := func(step int, op string, valid bool, pos int) {
 		t.Helper()
@@ -55,12 +75,12 @@ func TestTimeIterWalksBothFamilies(t *testing.T) {
 		if !bytes.Equal(it.Key(), want[pos]) {
 			t.Fatalf("step %d %s: key %x, want %x", step, op, it.Key(), want[pos])
 		}
-		if late := it.Value()[0] == prefixDisplacedMark; it.late() != late {
-			t.Fatalf("step %d %s: late %v, want %v", step, op, it.late(), late)
+		if isLate := string(it.Value()) != "record"; it.late() != isLate {
+			t.Fatalf("step %d %s: late %v, want %v", step, op, it.late(), isLate)
 		}
 	}
 	pos := -1
-	for step := range 2000 {
+	for step := range 3000 {
 		var op string
 		var valid bool
 		switch k := r.IntN(10); {

@@ -56,12 +56,6 @@ type variant struct {
 	// what building each finished day's partition once would cost (the
 	// key layout of storage/visitors.go, W ds day len2 visitor ts id).
 	ingestVisitors bool
-	// aside collects the displaced events' M and J keys, which
-	// storage.Experiment.DisplacedAside leaves out of the commits, and
-	// after the tail writes them as one sorted sstable, ingested: the
-	// least that holding them in memory and writing them in order would
-	// cost (proposal 19), without the memory's own inserts.
-	aside bool
 	// displace, if not 0, sets each event's timestamp this many
 	// milliseconds before its id's, as clients that send their own do.
 	displace int64
@@ -142,23 +136,20 @@ func compressionOff(levels int) func(*pebble.Options) {
 }
 
 var variants = map[string]variant{
-	"all":            {about: "today's store: S record, N and W (visitor) index keys, one L entry per commit"},
-	"displaced":      {about: "as all, each event with a client timestamp 1.5 s before its id's (a Z key each)", displace: 1500},
-	"segShape":       {about: "as all, each event with what a Segment track message adds to its properties", segment: true},
-	"jitter":         {about: "as all, each event with a client timestamp 0-10 s before its id's, as an SDK's queue leaves it (a Z key each)", jitter: 10_000},
-	"jitter5ms":      {about: "as jitter, timestamps 0-5 ms before their ids' (network and queueing of one request)", jitter: 5},
-	"jitter100ms":    {about: "as jitter, timestamps 0-100 ms before their ids'", jitter: 100},
-	"jitter1s":       {about: "as jitter, timestamps 0-1 s before their ids'", jitter: 1000},
-	"segJitter":      {about: "as segment, with the client timestamps of jitter", segment: true, jitter: 10_000, idem: segmentMessageID},
-	"jitterAside":    {about: "as jitter, the late events' records in Z and their M and J keys written once, sorted, after the tail", jitter: 10_000, aside: true, exp: storage.Experiment{DisplacedAside: true}},
-	"jitter1sAside":  {about: "as jitter1s, with aside's writes", jitter: 1000, aside: true, exp: storage.Experiment{DisplacedAside: true}},
-	"segJitterAside": {about: "as segJitter, with aside's writes", segment: true, jitter: 10_000, idem: segmentMessageID, aside: true, exp: storage.Experiment{DisplacedAside: true}},
-	"segment":        {about: "as a Segment track message is stored: its properties, a client timestamp (Z key) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
-	"noV":            {about: "without the visitor index (V)", exp: storage.Experiment{SkipVisitor: true}},
-	"noN":            {about: "without the name index (N)", exp: storage.Experiment{SkipName: true}},
-	"recordOnly":     {about: "S records and L entries only", exp: storage.Experiment{SkipName: true, SkipVisitor: true}},
-	"gen":            {about: "the event generator alone, nothing stored", gen: true},
-	"idem":           {about: "today's store, each event with a Segment-style idempotency key (node-next-<ms>-<uuid>)", idem: segmentMessageID},
+	"all":         {about: "today's store: S record, N and W (visitor) index keys, one L entry per commit"},
+	"displaced":   {about: "as all, each event with a client timestamp 1.5 s before its id's (a Z key each)", displace: 1500},
+	"segShape":    {about: "as all, each event with what a Segment track message adds to its properties", segment: true},
+	"jitter":      {about: "as all, each event with a client timestamp 0-10 s before its id's, as an SDK's queue leaves it (a Z key each)", jitter: 10_000},
+	"jitter5ms":   {about: "as jitter, timestamps 0-5 ms before their ids' (network and queueing of one request)", jitter: 5},
+	"jitter100ms": {about: "as jitter, timestamps 0-100 ms before their ids'", jitter: 100},
+	"jitter1s":    {about: "as jitter, timestamps 0-1 s before their ids'", jitter: 1000},
+	"segJitter":   {about: "as segment, with the client timestamps of jitter", segment: true, jitter: 10_000, idem: segmentMessageID},
+	"segment":     {about: "as a Segment track message is stored: its properties, a client timestamp (Z key) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
+	"noV":         {about: "without the visitor index (V)", exp: storage.Experiment{SkipVisitor: true}},
+	"noN":         {about: "without the name index (N)", exp: storage.Experiment{SkipName: true}},
+	"recordOnly":  {about: "S records and L entries only", exp: storage.Experiment{SkipName: true, SkipVisitor: true}},
+	"gen":         {about: "the event generator alone, nothing stored", gen: true},
+	"idem":        {about: "today's store, each event with a Segment-style idempotency key (node-next-<ms>-<uuid>)", idem: segmentMessageID},
 	"idemHashed": {about: "as idem, the key stored as a 2-byte day and a 128-bit hash of key id and messageId", idem: func(k uint64, ms int64) string {
 		id := segmentMessageID(k, ms)
 		h1, h2 := fnv64(idemKeyID+id), fnv64(id+idemKeyID)
@@ -375,8 +366,6 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 	switch {
 	case v.ingestVisitors:
 		entries = make([]kv, n)
-	case v.aside:
-		entries = make([]kv, 2*n)
 	}
 	gen := ids.NewGenerator()
 	var next atomic.Int64
@@ -417,9 +406,6 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 					if v.ingestVisitors && e.HasVisitor {
 						entries[k] = visitorEntry(e)
 					}
-					if v.aside && e.Timestamp != ms {
-						entries[2*k], entries[2*k+1] = asideEntries(e)
-					}
 					if b != nil {
 						ds := uint32(1)
 						if v.datasets > 1 {
@@ -458,8 +444,12 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 	cpu1 := cpuNow()
 	if !v.gen {
 		// So does writing the visitor index days held in memory, which
-		// eventd does when each day is over.
+		// eventd does when each day is over, and the displaced events'
+		// time index keys still in memory, which it writes 30 s on.
 		cpuB := cpuNow()
+		if err := db.WriteLateMemory(); err != nil {
+			return nil, err
+		}
 		if err := db.SealVisitorMemory(); err != nil {
 			return nil, err
 		}
@@ -472,7 +462,7 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 			return nil, err
 		}
 	}
-	if v.ingestVisitors || v.aside {
+	if v.ingestVisitors {
 		cpuB := cpuNow()
 		if err := ingestSorted(db.Pebble(), dir, entries); err != nil {
 			return nil, err
@@ -652,20 +642,6 @@ func visitorEntry(e *storage.Event) kv {
 	k = binary.BigEndian.AppendUint64(k, uint64(e.Timestamp))
 	k = append(k, e.ID[:]...)
 	return kv{k, []byte(e.Name)}
-}
-
-// asideEntries are a displaced event's M and J keys in dataset 1, as
-// storage writes them (storage/timeindex.go): its place in the time order
-// and its name index entry.
-func asideEntries(e *storage.Event) (kv, kv) {
-	m := binary.BigEndian.AppendUint32([]byte{'M'}, 1)
-	m = binary.BigEndian.AppendUint64(m, uint64(e.Timestamp))
-	m = append(m, e.ID[:]...)
-	j := binary.BigEndian.AppendUint32([]byte{'J'}, 1)
-	j = append(append(j, byte(len(e.Name))), e.Name...)
-	j = binary.BigEndian.AppendUint64(j, uint64(e.Timestamp))
-	j = append(j, e.ID[:]...)
-	return kv{m, []byte{}}, kv{j, []byte(e.VisitorID)}
 }
 
 // ingestSorted sorts the entries, writes them as one sstable in the store's

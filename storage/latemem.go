@@ -1,0 +1,506 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// lateMem holds the M and J keys of recent displaced events in memory and
+// writes them to Pebble later, second after second in time order
+// (proposal 19 in docs/benchmarks.md). Under their own key families
+// (timeindex.go) such keys still arrived out of order, as far back as the
+// clients' queueing delays, and every flush of them merged with the tables
+// below. Written a cell (a second of timestamps) at a time once no commit
+// can add to it any more, each flush of them lands after what is already
+// stored, and Pebble moves it down instead of merging it.
+//
+// A commit gives a displaced event's keys to memory when its timestamp is
+// at or past cut and its id's millisecond at or past floor; it writes them
+// itself otherwise (an import of old events, a client clock far behind).
+// The records are in Z from the commit on, so the memory is rebuilt at Open
+// from the Z keys from floor on whose timestamps are at or past cut; the
+// writer records cut and floor with each cell it writes (the watermark).
+// Readers merge memory with Pebble (timeIter) and drop repeats: a key can
+// be in both while a written cell is being dropped, and after a crash.
+type lateMem struct {
+	// commitMu: commits hold it shared from their decision (takes) to
+	// their add; the writer moving cut and floor, and erasure, retention
+	// and dataset deletion removing entries, hold it exclusively.
+	commitMu sync.RWMutex
+	// mu guards cells, n and names, and makes a reader's snapshot one
+	// step with its Pebble view.
+	mu    sync.Mutex
+	cut   int64 // ms: earlier timestamps are written by their commits
+	floor int64 // ms: earlier ids' events too
+	cells map[int64]*lateCell
+	n     int // entries held, removed ones included
+	max   int
+	names []string
+	index map[string]uint32
+	kick  chan struct{}
+}
+
+// lateEntry is one displaced event held in memory: no pointer, so a
+// million of them cost the collector nothing.
+type lateEntry struct {
+	ts    int64
+	id    ID
+	ds    uint32
+	name  uint32 // index into lateMem.names
+	off   uint32 // the visitor id in its cell's arena
+	vlen  uint16
+	flags uint8
+}
+
+const (
+	lateBot     = 1 << iota // the event is a bot's (bots.go)
+	lateVisitor             // it has a visitor id (maybe empty)
+	lateRemoved             // erased or expired; dropped when its cell is written
+)
+
+// lateCell is one second of timestamps.
+type lateCell struct {
+	entries []lateEntry
+	arena   []byte
+	minID   int64 // the smallest id millisecond among its entries
+}
+
+// pendingLate is a displaced event's M and J keys before Batch.Commit
+// decides where they go.
+type pendingLate struct {
+	ds            uint32
+	ts            int64
+	id            ID
+	name, visitor string
+	hasVisitor    bool
+	bot           bool
+}
+
+const (
+	// lateCellMs is the span of timestamps of one cell.
+	lateCellMs = 1000
+	// lateGrace is how far cut trails the id clock: the longest queueing
+	// delay whose events are written in order. Segment's analytics-node
+	// sends every 10 s, the mobile SDKs every 30 s.
+	lateGrace = 30_000
+	// lateFloorSlack is how far floor trails the id clock when memory is
+	// empty: a commit of ids taken longer ago writes its keys itself.
+	lateFloorSlack = 10_000
+	// lateWriteEvery is how often the writer looks for cells to write.
+	lateWriteEvery = time.Second
+	// DefaultLateMemory bounds the displaced events held in memory (about
+	// 40 bytes each and their visitor ids); past it the oldest cells are
+	// written early.
+	DefaultLateMemory = 1 << 20
+)
+
+// lateWatermarkKind is the config kind of the writer's watermark: cut and
+// floor, 8 bytes each.
+const lateWatermarkKind = "latemem"
+
+func newLateMem(max int) *lateMem {
+	if max <= 0 {
+		max = DefaultLateMemory
+	}
+	return &lateMem{cells: map[int64]*lateCell{}, max: max, index: map[string]uint32{}, kick: make(chan struct{}, 1)}
+}
+
+// takes reports whether a commit's displaced event goes to memory. Callers
+// hold commitMu shared.
+func (l *lateMem) takes(ts int64, id ID) bool { return ts >= l.cut && IDTime(id) >= l.floor }
+
+// add puts committed entries into memory; callers hold commitMu shared and
+// decided under it that memory takes them.
+func (l *lateMem) add(pending []pendingLate) {
+	l.mu.Lock()
+	for i := range pending {
+		l.insert(&pending[i])
+	}
+	over := l.n > l.max
+	l.mu.Unlock()
+	if over {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// insert adds one entry; callers hold mu.
+func (l *lateMem) insert(p *pendingLate) {
+	k := p.ts / lateCellMs
+	c := l.cells[k]
+	if c == nil {
+		c = &lateCell{minID: math.MaxInt64}
+		l.cells[k] = c
+	}
+	e := lateEntry{ts: p.ts, id: p.id, ds: p.ds, name: l.name(p.name), off: uint32(len(c.arena)), vlen: uint16(len(p.visitor))}
+	if p.bot {
+		e.flags |= lateBot
+	}
+	if p.hasVisitor {
+		e.flags |= lateVisitor
+		c.arena = append(c.arena, p.visitor...)
+	}
+	c.entries = append(c.entries, e)
+	c.minID = min(c.minID, IDTime(p.id))
+	l.n++
+}
+
+func (l *lateMem) name(n string) uint32 {
+	if i, ok := l.index[n]; ok {
+		return i
+	}
+	n = strings.Clone(n) // the event's name may point into a request body
+	i := uint32(len(l.names))
+	l.names = append(l.names, n)
+	l.index[n] = i
+	return i
+}
+
+// visitor is e's visitor id in c.
+func (c *lateCell) visitor(e *lateEntry) []byte { return c.arena[e.off : e.off+uint32(e.vlen)] }
+
+// memKV is a key and value of a reader's copy of memory.
+type memKV struct{ k, v []byte }
+
+// appendKeys appends the M keys (name "" and !named) or the J keys of one
+// name of dataset ds with timestamps in [from, to] held in memory, as
+// Pebble would hold them. Callers hold mu.
+func (l *lateMem) appendKeys(out []memKV, ds uint32, name string, named bool, from, to int64) []memKV {
+	if l.n == 0 {
+		return out
+	}
+	want := uint32(math.MaxUint32)
+	if named {
+		i, ok := l.index[name]
+		if !ok {
+			return out
+		}
+		want = i
+	}
+	from = max(from, 0)
+	for k, c := range l.cells {
+		if k < from/lateCellMs || k > to/lateCellMs {
+			continue
+		}
+		for i := range c.entries {
+			e := &c.entries[i]
+			if e.ds != ds || e.ts < from || e.ts > to || e.flags&lateRemoved != 0 || (named && e.name != want) {
+				continue
+			}
+			out = append(out, entryKV(e, l.names[e.name], c.visitor(e), named))
+		}
+	}
+	return out
+}
+
+// entryKV is an entry's M key and value (bot mark), or its J key and value
+// (bot mark, visitor id).
+func entryKV(e *lateEntry, name string, visitor []byte, named bool) memKV {
+	bot := e.flags&lateBot != 0
+	if !named {
+		k := displacedMarkKey(nil, e.ds, e.ts, e.id)
+		return memKV{k, appendBotMark(nil, bot)}
+	}
+	k := displacedNameKey(nil, e.ds, name, e.ts, e.id)
+	v := appendBotMark(nil, bot)
+	if e.flags&lateVisitor != 0 {
+		v = append(v, visitor...)
+	}
+	return memKV{k, v}
+}
+
+// pendingKV is entryKV for a commit in flight's pending entry.
+func pendingKV(p *pendingLate, named bool) memKV {
+	e := lateEntry{ts: p.ts, id: p.id, ds: p.ds}
+	if p.bot {
+		e.flags |= lateBot
+	}
+	if p.hasVisitor {
+		e.flags |= lateVisitor
+	}
+	return entryKV(&e, p.name, []byte(p.visitor), named)
+}
+
+// remove marks the entries of ids (each at its timestamp) of ds removed;
+// callers hold commitMu and mu.
+func (l *lateMem) remove(ds uint32, ids map[ID]int64) {
+	cells := map[int64]bool{}
+	for _, ts := range ids {
+		cells[ts/lateCellMs] = true
+	}
+	for k := range cells {
+		c := l.cells[k]
+		if c == nil {
+			continue
+		}
+		for i := range c.entries {
+			e := &c.entries[i]
+			if _, ok := ids[e.id]; ok && e.ds == ds {
+				e.flags |= lateRemoved
+			}
+		}
+	}
+}
+
+// dropDatasets marks every entry of the datasets removed; callers hold
+// commitMu and mu.
+func (l *lateMem) dropDatasets(ds []uint32) {
+	for _, c := range l.cells {
+		for i := range c.entries {
+			if slices.Contains(ds, c.entries[i].ds) {
+				c.entries[i].flags |= lateRemoved
+			}
+		}
+	}
+}
+
+// advance moves cut and floor for a write at id clock ceil (all: past
+// every cell) and returns the cells now behind cut, oldest first. Callers
+// hold commitMu and mu.
+func (l *lateMem) advance(ceil int64, all bool) []int64 {
+	cut := max(l.cut, floorTo(ceil-lateGrace, lateCellMs))
+	keys := make([]int64, 0, len(l.cells))
+	for k := range l.cells {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	// Past the bound, the oldest cells go early, down to half of it.
+	early := all || l.n > l.max
+	held := l.n
+	for _, k := range keys {
+		if k*lateCellMs < cut {
+			held -= len(l.cells[k].entries)
+			continue
+		}
+		if !early || (!all && held <= l.max/2) {
+			break
+		}
+		held -= len(l.cells[k].entries)
+		cut = (k + 1) * lateCellMs
+	}
+	floor := ceil - lateFloorSlack
+	var out []int64
+	for _, k := range keys {
+		if k*lateCellMs < cut {
+			out = append(out, k)
+		} else {
+			floor = min(floor, l.cells[k].minID)
+		}
+	}
+	l.cut, l.floor = cut, max(l.floor, floor)
+	return out
+}
+
+// writeLate writes the cells behind the new cut (with all, every cell) to
+// Pebble in time order with the new watermark, then drops them. It holds
+// the visitor memory's sealMu, which erasure, retention and dataset
+// deletion hold too, so that no entry they remove is written after them.
+func (d *DB) writeLate(all bool) error {
+	l := d.late
+	d.vmem.sealMu.Lock()
+	defer d.vmem.sealMu.Unlock()
+	l.commitMu.Lock()
+	l.mu.Lock()
+	keys := l.advance(d.idCeil(), all)
+	cut, floor := l.cut, l.floor
+	var cells []*lateCell
+	for _, k := range keys {
+		cells = append(cells, l.cells[k])
+	}
+	names := l.names // append-only: the prefix is never changed
+	l.mu.Unlock()
+	// From here commits write the keys of these cells' times themselves,
+	// and none adds to the cells.
+	l.commitMu.Unlock()
+
+	var es []lateKV
+	for _, c := range cells {
+		for i := range c.entries {
+			if e := &c.entries[i]; e.flags&lateRemoved == 0 {
+				es = append(es, lateKV{e, c})
+			}
+		}
+	}
+	b := d.db.NewBatch()
+	defer b.Close()
+	var k []byte
+	// The M keys in their order, then the J keys in theirs: one family
+	// after the other, each insert next to the last (keyFamily).
+	slices.SortFunc(es, func(a, b lateKV) int {
+		return cmp.Or(cmp.Compare(a.e.ds, b.e.ds), cmp.Compare(a.e.ts, b.e.ts), bytes.Compare(a.e.id[:], b.e.id[:]))
+	})
+	for _, x := range es {
+		k = displacedMarkKey(k[:0], x.e.ds, x.e.ts, x.e.id)
+		_ = b.Set(k, appendBotMark(k[len(k):], x.e.flags&lateBot != 0), nil)
+	}
+	slices.SortFunc(es, func(a, b lateKV) int {
+		na, nb := names[a.e.name], names[b.e.name]
+		return cmp.Or(cmp.Compare(a.e.ds, b.e.ds), cmp.Compare(len(na), len(nb)), strings.Compare(na, nb),
+			cmp.Compare(a.e.ts, b.e.ts), bytes.Compare(a.e.id[:], b.e.id[:]))
+	})
+	for _, x := range es {
+		k = displacedNameKey(k[:0], x.e.ds, names[x.e.name], x.e.ts, x.e.id)
+		v := appendBotMark(k[len(k):], x.e.flags&lateBot != 0)
+		if x.e.flags&lateVisitor != 0 {
+			v = append(v, x.c.visitor(x.e)...)
+		}
+		_ = b.Set(k, v, nil)
+	}
+	_ = b.Set(configKey(lateWatermarkKind, ""), lateWatermark(cut, floor), nil)
+	// Not synced: the next synced commit syncs it, and until then the
+	// watermark before it rebuilds these cells from Z after a crash.
+	if err := d.commit(b, pebble.NoSync); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	for _, key := range keys {
+		if c := l.cells[key]; c != nil {
+			l.n -= len(c.entries)
+			delete(l.cells, key)
+		}
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// lateKV is an entry of a cell being written.
+type lateKV struct {
+	e *lateEntry
+	c *lateCell
+}
+
+func lateWatermark(cut, floor int64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(cut)), uint64(floor))
+}
+
+// loadLateMem reads the watermark and rebuilds the memory from the Z keys
+// after it. A store without one (new, or written before session 21) has
+// nothing in memory: a read-write open records a watermark at the id
+// clock before any commit.
+func (d *DB) loadLateMem() (int, error) {
+	l := d.late
+	v, err := d.get(configKey(lateWatermarkKind, ""))
+	if err == ErrNotFound {
+		ceil := d.idCeil()
+		l.cut, l.floor = floorTo(ceil-lateGrace, lateCellMs), ceil-lateFloorSlack
+		if d.readOnly {
+			return 0, nil
+		}
+		b := d.db.NewBatch()
+		defer b.Close()
+		_ = b.Set(configKey(lateWatermarkKind, ""), lateWatermark(l.cut, l.floor), nil)
+		return 0, d.commit(b, pebble.Sync)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 16 {
+		return 0, errCorrupt
+	}
+	l.cut, l.floor = int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
+	base := []byte{prefixDisplaced}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base)})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	from := IDAt(l.floor)
+	n := 0
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for valid := it.First(); valid; {
+		k := it.Key()
+		if len(k) != datasetPrefLen+16 {
+			return n, errCorrupt
+		}
+		ds := binary.BigEndian.Uint32(k[1:datasetPrefLen])
+		if id := k[datasetPrefLen:]; bytes.Compare(id, from[:]) < 0 {
+			valid = it.SeekGE(displacedKey(nil, ds, from))
+			continue
+		}
+		ts, record, ok := displacedValue(it.Value())
+		if !ok {
+			return n, errCorrupt
+		}
+		if record != nil && ts >= l.cut {
+			var id ID
+			copy(id[:], k[datasetPrefLen:])
+			e, err := DecodeEvent(id, record)
+			if err != nil {
+				return n, err
+			}
+			l.insert(&pendingLate{ds: ds, ts: ts, id: id, name: e.Name, visitor: e.VisitorID, hasVisitor: e.HasVisitor, bot: IsBot(e.Properties)})
+			n++
+		}
+		valid = it.Next()
+	}
+	return n, it.Error()
+}
+
+// lateVisitors adds the visitor index entries of the events held in memory
+// to the visitor memory's days, which Open rebuilt from the J keys in
+// Pebble (where these have none yet).
+func (d *DB) lateVisitors() {
+	l, m := d.late, d.vmem
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range l.cells {
+		for i := range c.entries {
+			e := &c.entries[i]
+			if e.flags&lateVisitor == 0 || len(c.visitor(e)) == 0 || !m.takes(e.ts) {
+				continue
+			}
+			me := memEntry{ts: e.ts, id: e.id, name: m.name(l.names[e.name])}
+			if e.flags&lateBot != 0 {
+				me.flags = entryBot
+			}
+			m.insert(memVisitor{e.ds, string(c.visitor(e))}, me)
+		}
+	}
+}
+
+// lateWriter writes the cells of memory as cut passes them.
+type lateWriter struct {
+	stop, done chan struct{}
+}
+
+func (d *DB) runLateWriter() *lateWriter {
+	w := &lateWriter{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(lateWriteEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+			case <-d.late.kick:
+			}
+			if err := d.writeLate(false); err != nil && d.log != nil {
+				d.log.Error("write the displaced events' time index", "err", err)
+			}
+		}
+	}()
+	return w
+}
+
+func (w *lateWriter) close() {
+	close(w.stop)
+	<-w.done
+}
+
+// WriteLateMemory writes every displaced event's keys held in memory to
+// Pebble now: for measurements (eventd-keycost counts it in the events'
+// cost) and tests.
+func (d *DB) WriteLateMemory() error { return d.writeLate(true) }
