@@ -1,0 +1,241 @@
+package storage
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// stopBackground stops the store's sealer and late writer, so that only
+// the test writes memory out, at the db.now it sets (both read d.now).
+func stopBackground(db *DB) {
+	stopSealer(db)
+	db.lateW.close()
+	done := make(chan struct{})
+	close(done)
+	db.lateW = &lateWriter{stop: make(chan struct{}), done: done}
+}
+
+// TestLateMemAdvance: the writer's cut trails the id clock by lateGrace,
+// never goes back, and past the bound takes the oldest cells early down
+// to half of it; floor stays at or before every entry left in memory.
+func TestLateMemAdvance(t *testing.T) {
+	const s = lateCellMs
+	for _, tc := range []struct {
+		name      string
+		max       int
+		cut       int64
+		cells     map[int64]int // cell -> entries
+		ceil      int64
+		all       bool
+		wantCells []int64
+		wantCut   int64
+	}{
+		{"nothing due", 100, 0, map[int64]int{40: 1, 41: 1}, 60 * s, false, nil, 30 * s},
+		{"due cells", 100, 0, map[int64]int{10: 1, 29: 2, 30: 1}, 60 * s, false, []int64{10, 29}, 30 * s},
+		{"cut never goes back", 100, 50 * s, map[int64]int{40: 1, 50: 1}, 60 * s, false, []int64{40}, 50 * s},
+		{"over the bound", 10, 0, map[int64]int{40: 4, 41: 4, 42: 4}, 60 * s, false, []int64{40, 41}, 42 * s},
+		{"all", 100, 0, map[int64]int{40: 1, 45: 1}, 60 * s, true, []int64{40, 45}, 46 * s},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLateMem(tc.max)
+			l.cut = tc.cut
+			var id uint16
+			for cell, n := range tc.cells {
+				for range n {
+					id++
+					l.insert(&pendingLate{ds: 1, ts: cell * s, id: idAt(cell*s+int64(id), byte(id)), name: "e"})
+				}
+			}
+			got := l.advance(tc.ceil, tc.all)
+			if !slices.Equal(got, tc.wantCells) || l.cut != tc.wantCut {
+				t.Fatalf("advance: cells %v, cut %d; want %v, %d", got, l.cut, tc.wantCells, tc.wantCut)
+			}
+			for k, c := range l.cells {
+				if !slices.Contains(got, k) && c.minID < l.floor {
+					t.Errorf("cell %d left with ids from %d, floor %d past them", k, c.minID, l.floor)
+				}
+			}
+			if len(got) == 0 && l.floor != tc.ceil-lateFloorSlack && len(l.cells) == 0 {
+				t.Errorf("floor %d, want %d", l.floor, tc.ceil-lateFloorSlack)
+			}
+		})
+	}
+}
+
+// lateEvents are displaced events of dataset 1 at times from base on, a
+// second apart, visitors v0-v2 and names a and b; with ids from n on.
+func lateEvents(base int64, n uint64, k int) []*Event {
+	var evs []*Event
+	for i := range k {
+		n++
+		evs = append(evs, &Event{ID: testID(n), Name: []string{"a", "b"}[i%2], Timestamp: base + int64(i)*lateCellMs,
+			VisitorID: fmt.Sprint("v", i%3), HasVisitor: true, CreatedAt: base})
+	}
+	return evs
+}
+
+// checkLate checks what lists, counts, funnels' occurrences and visitor
+// lists of dataset 1 give against evs, from evs' first time on (retention
+// keeps the day counts of what it deleted).
+func checkLate(t *testing.T, db *DB, evs []*Event) {
+	t.Helper()
+	from := evs[0].Timestamp
+	byName := map[string]int{}
+	byVisitor := map[string]int{}
+	for _, e := range evs {
+		byName[e.Name]++
+		byVisitor[e.VisitorID]++
+	}
+	page, total, err := db.List(ListQuery{Dataset: 1, From: from, To: math.MaxInt64, Limit: 1000})
+	if err != nil || len(page) != len(evs) || total != int64(len(evs)) {
+		t.Fatalf("List: %d events, total %d, %v; want %d", len(page), total, err, len(evs))
+	}
+	for i := 1; i < len(page); i++ {
+		if page[i].Timestamp > page[i-1].Timestamp {
+			t.Fatalf("List out of order at %d", i)
+		}
+	}
+	for name, want := range byName {
+		// A range ending mid-minute: Count reads the edge's keys.
+		c, err := db.Count(1, name, from, evs[len(evs)-1].Timestamp)
+		if err != nil || c != int64(want) {
+			t.Errorf("Count(%s) = %d, %v; want %d", name, c, err, want)
+		}
+		n, err := db.StepOccurrences(1, name, "", false, from, math.MaxInt64, 0, func(Occurrence) {})
+		if err != nil || n != want {
+			t.Errorf("StepOccurrences(%s) = %d, %v; want %d", name, n, err, want)
+		}
+	}
+	for v, want := range byVisitor {
+		got, err := db.VisitorEvents(1, v, from, math.MaxInt64, 0)
+		if err != nil || len(got) != want {
+			t.Errorf("VisitorEvents(%s) = %d, %v; want %d", v, len(got), err, want)
+		}
+	}
+}
+
+// lateKeys counts the M and J keys of dataset 1 in Pebble.
+func lateKeyCount(t *testing.T, db *DB) (m, j int) {
+	t.Helper()
+	return countKeys(t, db, appendDataset(nil, prefixDisplacedMark, 1), appendDataset(nil, prefixDisplacedMark, 2)),
+		countKeys(t, db, appendDataset(nil, prefixDisplacedName, 1), appendDataset(nil, prefixDisplacedName, 2))
+}
+
+// TestLateMemWritesDueCells: the displaced events' keys stay in memory
+// until their second is lateGrace behind the id clock, then are written;
+// reads give every event once throughout, and erasure and retention take
+// the events out of memory too, so that no key of them is written later.
+func TestLateMemWritesDueCells(t *testing.T) {
+	db := openTestDB(t, "")
+	stopBackground(db.DB)
+	base := int64(planDay)
+	evs := lateEvents(base, 0, 40)
+	commitEvents(t, db.DB, 1, evs...)
+	if m, j := lateKeyCount(t, db.DB); m != 0 || j != 0 {
+		t.Fatalf("%d M and %d J keys in Pebble, want them in memory", m, j)
+	}
+	checkLate(t, db.DB, evs)
+
+	// The id clock 30 s past the 20th second: its first 20 cells are due.
+	db.now = func() time.Time { return time.UnixMilli(base + 20*lateCellMs + lateGrace) }
+	if err := db.writeLate(false); err != nil {
+		t.Fatal(err)
+	}
+	if m, j := lateKeyCount(t, db.DB); m != 20 || j != 20 {
+		t.Fatalf("%d M and %d J keys written, want 20 each", m, j)
+	}
+	checkLate(t, db.DB, evs)
+
+	// v0's events, half of them written and half in memory, erased; the
+	// first five seconds expired.
+	if n, err := db.EraseVisitor(1, "v0", nil); err != nil || n != 14 {
+		t.Fatalf("EraseVisitor = %d, %v; want 14", n, err)
+	}
+	if n, err := db.ExpireBefore(1, base+5*lateCellMs); err != nil || n != 3 {
+		t.Fatalf("ExpireBefore = %d, %v; want 3 (v1's and v2's of the first five seconds)", n, err)
+	}
+	var left []*Event
+	for i, e := range evs {
+		if e.VisitorID != "v0" && i >= 5 {
+			left = append(left, e)
+		}
+	}
+	checkLate(t, db.DB, left)
+	if err := db.WriteLateMemory(); err != nil {
+		t.Fatal(err)
+	}
+	if m, j := lateKeyCount(t, db.DB); m != len(left) || j != len(left) {
+		t.Fatalf("%d M and %d J keys after writing all, want %d each", m, j, len(left))
+	}
+	checkLate(t, db.DB, left)
+	// Past the cut, a commit writes the keys itself.
+	more := lateEvents(base, 100, 2)
+	commitEvents(t, db.DB, 1, more...)
+	if m, _ := lateKeyCount(t, db.DB); m != len(left)+2 {
+		t.Fatalf("%d M keys, want %d: a commit behind the cut writes its own", m, len(left)+2)
+	}
+}
+
+// TestLateMemBound: past its bound, memory writes its oldest seconds
+// early, down to half of the bound.
+func TestLateMemBound(t *testing.T) {
+	db := openTestDBWith(t, Options{LateMemory: 10})
+	stopBackground(db.DB)
+	evs := lateEvents(planDay, 0, 16)
+	commitEvents(t, db.DB, 1, evs...)
+	// The id clock far back: no cell is due by time.
+	db.now = func() time.Time { return time.UnixMilli(0) }
+	if err := db.writeLate(false); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := lateKeyCount(t, db.DB); m != 11 {
+		t.Fatalf("%d M keys written, want 11 (16 held, bound 10: down to 5)", m)
+	}
+	checkLate(t, db.DB, evs)
+}
+
+// TestLateMemAfterACrash: after a crash, memory is rebuilt from the Z
+// keys after the last watermark, whether the writer's last batch reached
+// the disk or not, and reads give every acknowledged event once, the
+// visitor memory's included.
+func TestLateMemAfterACrash(t *testing.T) {
+	for _, unsynced := range []int{0, 100} {
+		t.Run(fmt.Sprintf("unsynced %d%%", unsynced), func(t *testing.T) {
+			fs := vfs.NewCrashableMem()
+			db := openMem(t, fs)
+			stopBackground(db)
+			lateFromZero(t, db)
+			// Today's times: their visitor entries are in the visitor
+			// memory's days, which Open rebuilds from J keys and memory.
+			base := floorTo(time.Now().UnixMilli(), dayMs) + hourMs
+			evs := lateEvents(base, 0, 30)
+			commitEvents(t, db, 1, evs[:20]...)
+			db.now = func() time.Time { return time.UnixMilli(base + 10*lateCellMs + lateGrace) }
+			if err := db.writeLate(false); err != nil { // not synced
+				t.Fatal(err)
+			}
+			commitEvents(t, db, 1, evs[20:]...) // synced
+			checkLate(t, db, evs)
+
+			crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: unsynced, RNG: rand.New(rand.NewPCG(1, 2))})
+			db2 := openMem(t, crashed)
+			checkLate(t, db2, evs)
+			if err := db2.WriteLateMemory(); err != nil {
+				t.Fatal(err)
+			}
+			if m, j := lateKeyCount(t, db2); m != len(evs) || j != len(evs) {
+				t.Fatalf("%d M and %d J keys after writing all, want %d each", m, j, len(evs))
+			}
+			checkLate(t, db2, evs)
+			for _, d := range []*DB{db, db2} {
+				_ = d.Close()
+			}
+		})
+	}
+}
