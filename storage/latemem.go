@@ -323,38 +323,71 @@ func (d *DB) writeLate(all bool) error {
 	// and none adds to the cells.
 	l.commitMu.Unlock()
 
-	var es []lateKV
-	for _, c := range cells {
-		for i := range c.entries {
-			if e := &c.entries[i]; e.flags&lateRemoved == 0 {
-				es = append(es, lateKV{e, c})
-			}
+	// The J keys' order of names (len, then bytes), as ranks.
+	rank := make([]uint32, len(names))
+	byKey := make([]uint32, len(names))
+	for i := range byKey {
+		byKey[i] = uint32(i)
+	}
+	slices.SortFunc(byKey, func(a, b uint32) int {
+		if c := cmp.Compare(len(names[a]), len(names[b])); c != 0 {
+			return c
 		}
+		return strings.Compare(names[a], names[b])
+	})
+	for r, i := range byKey {
+		rank[i] = uint32(r)
 	}
 	b := d.db.NewBatch()
 	defer b.Close()
 	var k []byte
-	// The M keys in their order, then the J keys in theirs: one family
-	// after the other, each insert next to the last (keyFamily).
-	slices.SortFunc(es, func(a, b lateKV) int {
-		return cmp.Or(cmp.Compare(a.e.ds, b.e.ds), cmp.Compare(a.e.ts, b.e.ts), bytes.Compare(a.e.id[:], b.e.id[:]))
-	})
-	for _, x := range es {
-		k = displacedMarkKey(k[:0], x.e.ds, x.e.ts, x.e.id)
-		_ = b.Set(k, appendBotMark(k[len(k):], x.e.flags&lateBot != 0), nil)
-	}
-	slices.SortFunc(es, func(a, b lateKV) int {
-		na, nb := names[a.e.name], names[b.e.name]
-		return cmp.Or(cmp.Compare(a.e.ds, b.e.ds), cmp.Compare(len(na), len(nb)), strings.Compare(na, nb),
-			cmp.Compare(a.e.ts, b.e.ts), bytes.Compare(a.e.id[:], b.e.id[:]))
-	})
-	for _, x := range es {
-		k = displacedNameKey(k[:0], x.e.ds, names[x.e.name], x.e.ts, x.e.id)
-		v := appendBotMark(k[len(k):], x.e.flags&lateBot != 0)
-		if x.e.flags&lateVisitor != 0 {
-			v = append(v, x.c.visitor(x.e)...)
+	var es []lateEntry
+	for _, c := range cells {
+		// A copy, sorted: readers read the cell meanwhile.
+		es = es[:0]
+		for i := range c.entries {
+			if e := c.entries[i]; e.flags&lateRemoved == 0 {
+				es = append(es, e)
+			}
 		}
-		_ = b.Set(k, v, nil)
+		// The M keys in their order, then the J keys in theirs: one
+		// family after the other, each insert next to the last
+		// (keyFamily). Early returns: most comparisons end at ts.
+		slices.SortFunc(es, func(a, b lateEntry) int {
+			if a.ds != b.ds {
+				return cmp.Compare(a.ds, b.ds)
+			}
+			if a.ts != b.ts {
+				return cmp.Compare(a.ts, b.ts)
+			}
+			return bytes.Compare(a.id[:], b.id[:])
+		})
+		for i := range es {
+			e := &es[i]
+			k = displacedMarkKey(k[:0], e.ds, e.ts, e.id)
+			_ = b.Set(k, appendBotMark(k[len(k):], e.flags&lateBot != 0), nil)
+		}
+		slices.SortFunc(es, func(a, b lateEntry) int {
+			if a.ds != b.ds {
+				return cmp.Compare(a.ds, b.ds)
+			}
+			if a.name != b.name {
+				return cmp.Compare(rank[a.name], rank[b.name])
+			}
+			if a.ts != b.ts {
+				return cmp.Compare(a.ts, b.ts)
+			}
+			return bytes.Compare(a.id[:], b.id[:])
+		})
+		for i := range es {
+			e := &es[i]
+			k = displacedNameKey(k[:0], e.ds, names[e.name], e.ts, e.id)
+			v := appendBotMark(k[len(k):], e.flags&lateBot != 0)
+			if e.flags&lateVisitor != 0 {
+				v = append(v, c.visitor(e)...)
+			}
+			_ = b.Set(k, v, nil)
+		}
 	}
 	_ = b.Set(configKey(lateWatermarkKind, ""), lateWatermark(cut, floor), nil)
 	// Not synced: the next synced commit syncs it, and until then the
@@ -371,12 +404,6 @@ func (d *DB) writeLate(all bool) error {
 	}
 	l.mu.Unlock()
 	return nil
-}
-
-// lateKV is an entry of a cell being written.
-type lateKV struct {
-	e *lateEntry
-	c *lateCell
 }
 
 func lateWatermark(cut, floor int64) []byte {
