@@ -36,6 +36,8 @@ type Config struct {
 	WALMinSyncInterval time.Duration
 	// VisitorMemory is storage.Options.VisitorMemory.
 	VisitorMemory int
+	// LateMemory is storage.Options.LateMemory.
+	LateMemory int
 	// KeyIdle is how long an unused key actor lives (default 5 min).
 	KeyIdle time.Duration
 	// MaxQueued is the number of queued commits past which writes get 503 (default 4096 per shard).
@@ -124,7 +126,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	stalls := storemetrics.NewStalls()
 	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly,
-		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, VisitorMemory: cfg.VisitorMemory, Events: stalls.Listener()})
+		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, VisitorMemory: cfg.VisitorMemory, LateMemory: cfg.LateMemory, Events: stalls.Listener()})
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +184,9 @@ func Open(cfg Config) (*Engine, error) {
 	e.metrics.GaugeFunc("eventd_visitor_index_memory_entries", "Visitor index entries of recent days held in memory until their day, or what memory holds of it past --visitor-memory, is written to the store.", "", func() float64 {
 		n, _ := e.db.VisitorMemory()
 		return float64(n)
+	})
+	e.metrics.GaugeFunc("eventd_late_index_memory_entries", "Events with their clients' recent times whose time and name index keys are held in memory until written in time order (--late-memory).", "", func() float64 {
+		return float64(e.db.LateMemory())
 	})
 	e.metrics.GaugeFunc("eventd_visitor_index_memory_days", "Days whose visitor index is held in memory.", "", func() float64 {
 		_, days := e.db.VisitorMemory()

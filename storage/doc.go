@@ -14,7 +14,8 @@
 //	                                     S and Z (records.go). Written before session 21: ts only,
 //	                                     the record under S
 //	M ds ts id              -> bot mark  a displaced event's place in the time order, read
-//	                                     together with S (timeindex.go)
+//	                                     together with S (timeindex.go); the recent ones are held
+//	                                     in memory and written a second at a time (latemem.go)
 //	N ds len name ts id     -> visitor   per-name index; the visitor id ("" if none) lets funnels skip records
 //	J ds len name ts id     -> visitor   a displaced event's N entry, read together with N
 //	W ds day len2 visitor ts id -> name  per-visitor index, partitioned by the UTC day of ts

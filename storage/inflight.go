@@ -3,6 +3,7 @@ package storage
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -23,6 +24,9 @@ import (
 type inflight struct {
 	mu      sync.Mutex
 	commits []*inflightCommit
+	// late counts the commits in flight with late memory entries, so that
+	// the readers of the time index skip seen when there are none.
+	late atomic.Int64
 }
 
 // inflightCommit is one commit between Batch.Commit's begin and end. Its
@@ -47,6 +51,9 @@ func (f *inflight) begin(c *inflightCommit) {
 	f.mu.Lock()
 	f.commits = append(f.commits, c)
 	f.mu.Unlock()
+	if len(c.late) > 0 {
+		f.late.Add(1)
+	}
 }
 
 // end unregisters a commit once its in-memory part is done or it failed,
@@ -57,6 +64,9 @@ func (f *inflight) end(c *inflightCommit) {
 		f.commits = slices.Delete(f.commits, i, i+1)
 	}
 	f.mu.Unlock()
+	if len(c.late) > 0 {
+		f.late.Add(-1)
+	}
 	c.readers.Wait()
 }
 

@@ -527,6 +527,14 @@ func (w *lateWriter) close() {
 	<-w.done
 }
 
+// LateMemory is the number of displaced events whose keys memory holds.
+func (d *DB) LateMemory() int {
+	l := d.late
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
 // WriteLateMemory writes every displaced event's keys held in memory to
 // Pebble now: for measurements (eventd-keycost counts it in the events'
 // cost) and tests.

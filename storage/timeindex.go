@@ -88,7 +88,7 @@ func (d *DB) openTime(lower, upper []byte) (*timeIter, error) {
 	// The entries of commits in flight first, as the visitor memory's
 	// readers take them (visitors.go): a commit the view below shows may
 	// not have added them to memory yet.
-	pending := d.inflightLate(lateLo, lateHi)
+	pending := d.inflightLate(lateLo)
 	main, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, err
@@ -109,9 +109,12 @@ func (d *DB) openTime(lower, upper []byte) (*timeIter, error) {
 	return t, nil
 }
 
-// inflightLate copies the keys in [lo, hi) (under M or J) of the commits
-// in flight that the store shows.
-func (d *DB) inflightLate(lo, hi []byte) []memKV {
+// inflightLate copies the M or J keys of lo's dataset (and name) of the
+// commits in flight that the store shows; lateKeys keeps those in range.
+func (d *DB) inflightLate(lo []byte) []memKV {
+	if d.inflight.late.Load() == 0 {
+		return nil
+	}
 	named, ds, name := lateRange(lo)
 	var out []memKV
 	d.inflight.seen(d.db, func(c *inflightCommit) {

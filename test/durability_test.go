@@ -326,9 +326,12 @@ func TestKill9NoAcknowledgedEventLost(t *testing.T) {
 	// second, so the kills land during or between checkpoints; the visitor
 	// memory holds 1,500 entries, so today is split again and again and the
 	// kills land before, during and after splits (the visitor index of each
-	// acknowledged event is read back by checkAcked).
+	// acknowledged event is read back by checkAcked). The events sent with
+	// client times 0-10 s back have their time and name index keys held in
+	// memory, 300 at most, so those are written early again and again too,
+	// and rebuilt from their records after each kill.
 	const visitorMemory = 1500
-	s := Start(t, "--derived-interval", "20ms", "--visitor-memory", fmt.Sprint(visitorMemory))
+	s := Start(t, "--derived-interval", "20ms", "--visitor-memory", fmt.Sprint(visitorMemory), "--late-memory", "300")
 	p := s.Project(t, "durability", "", highLimits)
 	key := s.Key(t, p, "secret", "live")
 	var all []ackedEvent
