@@ -40,7 +40,8 @@ func TestLateMemAdvance(t *testing.T) {
 		{"due cells", 100, 0, map[int64]int{10: 1, 29: 2, 30: 1}, 60 * s, false, []int64{10, 29}, 30 * s},
 		{"cut never goes back", 100, 50 * s, map[int64]int{40: 1, 50: 1}, 60 * s, false, []int64{40}, 50 * s},
 		{"over the bound", 10, 0, map[int64]int{40: 4, 41: 4, 42: 4}, 60 * s, false, []int64{40, 41}, 42 * s},
-		{"all", 100, 0, map[int64]int{40: 1, 45: 1}, 60 * s, true, []int64{40, 45}, 46 * s},
+		{"all", 100, 0, map[int64]int{40: 1, 45: 1}, 60 * s, true, []int64{40, 45}, 60 * s},
+		{"all, a cell ahead of the clock", 100, 0, map[int64]int{40: 1, 90: 1}, 60 * s, true, []int64{40, 90}, 60 * s},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLateMem(tc.max)
@@ -201,16 +202,17 @@ func TestLateMemBound(t *testing.T) {
 }
 
 // TestLateMemAfterACrash: after a crash, memory is rebuilt from the Z
-// keys after the last watermark, whether the writer's last batch reached
-// the disk or not, and reads give every acknowledged event once, the
-// visitor memory's included.
+// keys after the last watermark, whether the writer's batches reached the
+// disk or not (all, some, none), and reads give every acknowledged event
+// once, the visitor memory's included.
 func TestLateMemAfterACrash(t *testing.T) {
-	for _, unsynced := range []int{0, 100} {
+	for _, unsynced := range []int{0, 50, 100} {
 		t.Run(fmt.Sprintf("unsynced %d%%", unsynced), func(t *testing.T) {
 			fs := vfs.NewCrashableMem()
 			db := openMem(t, fs)
 			stopBackground(db)
 			lateFromZero(t, db)
+			db.late.batch = 7 // several batches per write
 			// Today's times: their visitor entries are in the visitor
 			// memory's days, which Open rebuilds from J keys and memory.
 			base := floorTo(time.Now().UnixMilli(), dayMs) + hourMs
