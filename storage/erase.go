@@ -115,6 +115,7 @@ func (d *DB) eraseChunk(ds uint32, visitor string, erased map[ID]bool, days map[
 // Callers hold the visitor memory's sealMu, which the late memory's writer
 // holds too: no cell with these entries is being written.
 func (d *DB) commitRemoving(b *Batch, remove map[memVisitor]map[ID]bool, ds uint32, late map[ID]int64) error {
+	d.late.keepHeld(late)
 	n := len(late)
 	for _, ids := range remove {
 		n += len(ids)

@@ -255,6 +255,20 @@ func (l *lateMem) remove(ds uint32, ids map[ID]int64) {
 	}
 }
 
+// keepHeld drops from ids (at their timestamps) those memory cannot hold:
+// behind the cut, a commit wrote the keys itself, or the writer did (an
+// erasure or expiry of old events then need not stop the commits). Callers
+// hold the visitor memory's sealMu, so no cell is being written.
+func (l *lateMem) keepHeld(ids map[ID]int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, ts := range ids {
+		if ts < l.cut {
+			delete(ids, id)
+		}
+	}
+}
+
 // dropDatasets marks every entry of the datasets removed; callers hold
 // commitMu and mu.
 func (l *lateMem) dropDatasets(ds []uint32) {
