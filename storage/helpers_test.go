@@ -55,7 +55,7 @@ func lateFromZero(t testing.TB, d *DB) {
 	l := d.late
 	l.commitMu.Lock()
 	l.mu.Lock()
-	l.cut, l.floor = 0, 0
+	l.cut, l.floor, l.recorded = 0, 0, 0
 	l.mu.Unlock()
 	l.commitMu.Unlock()
 	b := d.db.NewBatch()

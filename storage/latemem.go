@@ -44,6 +44,8 @@ type lateMem struct {
 	n     int // entries held, removed ones included
 	max   int
 	batch int // keys per writer batch (lateBatchKeys; tests set fewer)
+	// recorded is the floor of the last watermark written; the writer's own.
+	recorded int64
 	names []string
 	index map[string]uint32
 	kick  chan struct{}
@@ -99,6 +101,9 @@ const (
 	lateWriteEvery = time.Second
 	// lateBatchKeys bounds the keys of one of the writer's batches.
 	lateBatchKeys = 32 << 10
+	// lateRecordEvery is how far the floor moves before the writer records
+	// it with no cell to write.
+	lateRecordEvery = 60_000
 	// DefaultLateMemory bounds the displaced events held in memory (about
 	// 40 bytes each and their visitor ids); past it the oldest cells are
 	// written early.
@@ -344,6 +349,14 @@ func (d *DB) writeLate(all bool) error {
 	// From here commits write the keys of these cells' times themselves,
 	// and none adds to the cells.
 	l.commitMu.Unlock()
+	// With nothing to write, the watermark is recorded only once a minute
+	// (it bounds what a start reads of Z): no write a second on an idle
+	// store. The cut and floor in memory move on meanwhile; a start from
+	// the older ones reads more of Z and rebuilds keys written since, a
+	// repeat given once.
+	if len(keys) == 0 && floor-l.recorded < lateRecordEvery {
+		return nil
+	}
 
 	// The J keys' order of names (len, then bytes), as ranks.
 	rank := make([]uint32, len(names))
@@ -431,6 +444,7 @@ func (d *DB) writeLate(all bool) error {
 	if err := d.commit(b, pebble.NoSync); err != nil {
 		return err
 	}
+	l.recorded = floor
 	l.mu.Lock()
 	for _, key := range keys {
 		if c := l.cells[key]; c != nil {
@@ -456,6 +470,7 @@ func (d *DB) loadLateMem() (int, error) {
 	if err == ErrNotFound {
 		ceil := d.idCeil()
 		l.cut, l.floor = floorTo(ceil-lateGrace, lateCellMs), ceil-lateFloorSlack
+		l.recorded = l.floor
 		if d.readOnly {
 			return 0, nil
 		}
@@ -471,6 +486,7 @@ func (d *DB) loadLateMem() (int, error) {
 		return 0, errCorrupt
 	}
 	l.cut, l.floor = int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
+	l.recorded = l.floor
 	base := []byte{prefixDisplaced}
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base)})
 	if err != nil {

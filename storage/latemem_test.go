@@ -241,3 +241,39 @@ func TestLateMemAfterACrash(t *testing.T) {
 		})
 	}
 }
+
+// TestLateMemIdleWatermark: with nothing to write, the writer records its
+// watermark only once the floor has moved lateRecordEvery: an idle store
+// is not written every second.
+func TestLateMemIdleWatermark(t *testing.T) {
+	db := openTestDB(t, "")
+	stopBackground(db.DB)
+	watermark := func() string {
+		t.Helper()
+		v, err := db.get(configKey(lateWatermarkKind, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%x", v)
+	}
+	at := int64(planDay)
+	db.now = func() time.Time { return time.UnixMilli(at) }
+	if err := db.writeLate(false); err != nil { // the floor moves from 0: recorded
+		t.Fatal(err)
+	}
+	first := watermark()
+	at += lateRecordEvery - 1
+	if err := db.writeLate(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := watermark(); got != first {
+		t.Fatalf("watermark rewritten with nothing to write %d ms on: %s, was %s", lateRecordEvery-1, got, first)
+	}
+	at++
+	if err := db.writeLate(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := watermark(); got == first {
+		t.Fatalf("watermark not recorded %d ms on", lateRecordEvery)
+	}
+}
