@@ -46,9 +46,9 @@ type lateMem struct {
 	batch int // keys per writer batch (lateBatchKeys; tests set fewer)
 	// recorded is the floor of the last watermark written; the writer's own.
 	recorded int64
-	names []string
-	index map[string]uint32
-	kick  chan struct{}
+	names    []string
+	index    map[string]uint32
+	kick     chan struct{}
 }
 
 // lateEntry is one displaced event held in memory: no pointer, so a
