@@ -137,14 +137,14 @@ func compressionOff(levels int) func(*pebble.Options) {
 
 var variants = map[string]variant{
 	"all":         {about: "today's store: S record, N and W (visitor) index keys, one L entry per commit"},
-	"displaced":   {about: "as all, each event with a client timestamp 1.5 s before its id's (a Z key each)", displace: 1500},
+	"displaced":   {about: "as all, each event with a client timestamp 1.5 s before its id's (the record under Z, the M and J keys through the late memory)", displace: 1500},
 	"segShape":    {about: "as all, each event with what a Segment track message adds to its properties", segment: true},
-	"jitter":      {about: "as all, each event with a client timestamp 0-10 s before its id's, as an SDK's queue leaves it (a Z key each)", jitter: 10_000},
+	"jitter":      {about: "as all, each event with a client timestamp 0-10 s before its id's, as an SDK's queue leaves it (as displaced)", jitter: 10_000},
 	"jitter5ms":   {about: "as jitter, timestamps 0-5 ms before their ids' (network and queueing of one request)", jitter: 5},
 	"jitter100ms": {about: "as jitter, timestamps 0-100 ms before their ids'", jitter: 100},
 	"jitter1s":    {about: "as jitter, timestamps 0-1 s before their ids'", jitter: 1000},
 	"segJitter":   {about: "as segment, with the client timestamps of jitter", segment: true, jitter: 10_000, idem: segmentMessageID},
-	"segment":     {about: "as a Segment track message is stored: its properties, a client timestamp (Z key) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
+	"segment":     {about: "as a Segment track message is stored: its properties, a client timestamp (as displaced) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
 	"noV":         {about: "without the visitor index (V)", exp: storage.Experiment{SkipVisitor: true}},
 	"noN":         {about: "without the name index (N)", exp: storage.Experiment{SkipName: true}},
 	"recordOnly":  {about: "S records and L entries only", exp: storage.Experiment{SkipName: true, SkipVisitor: true}},
@@ -363,8 +363,7 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 	}()
 
 	var entries []kv
-	switch {
-	case v.ingestVisitors:
+	if v.ingestVisitors {
 		entries = make([]kv, n)
 	}
 	gen := ids.NewGenerator()
