@@ -46,9 +46,8 @@ type lateMem struct {
 	batch int // keys per writer batch (lateBatchKeys; tests set fewer)
 	// recorded is the floor of the last watermark written; the writer's own.
 	recorded int64
-	names    []string
-	index    map[string]uint32
-	kick     chan struct{}
+	nameTable
+	kick chan struct{}
 }
 
 // lateEntry is one displaced event held in memory: no pointer, so a
@@ -118,7 +117,7 @@ func newLateMem(max int) *lateMem {
 	if max <= 0 {
 		max = DefaultLateMemory
 	}
-	return &lateMem{cells: map[int64]*lateCell{}, max: max, batch: lateBatchKeys, index: map[string]uint32{}, kick: make(chan struct{}, 1)}
+	return &lateMem{cells: map[int64]*lateCell{}, max: max, batch: lateBatchKeys, nameTable: nameTable{index: map[string]uint32{}}, kick: make(chan struct{}, 1)}
 }
 
 // takes reports whether a commit's displaced event goes to memory. Callers
@@ -161,17 +160,6 @@ func (l *lateMem) insert(p *pendingLate) {
 	c.entries = append(c.entries, e)
 	c.minID = min(c.minID, IDTime(p.id))
 	l.n++
-}
-
-func (l *lateMem) name(n string) uint32 {
-	if i, ok := l.index[n]; ok {
-		return i
-	}
-	n = strings.Clone(n) // the event's name may point into a request body
-	i := uint32(len(l.names))
-	l.names = append(l.names, n)
-	l.index[n] = i
-	return i
 }
 
 // visitor is e's visitor id in c.

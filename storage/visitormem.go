@@ -60,9 +60,8 @@ type visitorMem struct {
 	// readers take both until the split's switch (visitorseal.go).
 	frozen  map[uint32]*memDay
 	entries int // held in all days and frozen parts, removed ones included (they take memory until their day is sealed or split)
-	// names interns event names: an entry holds an index.
-	names   []string
-	nameIdx map[string]uint32
+	// nameTable interns event names: an entry holds an index.
+	nameTable
 
 	max  int           // entries before the fullest day is split
 	kick chan struct{} // wakes the sealer when max is passed
@@ -279,7 +278,7 @@ func newVisitorMem(max int, commits *inflight) *visitorMem {
 		max = DefaultVisitorMemory
 	}
 	return &visitorMem{first: math.MaxUint32, since: map[uint32]int64{}, days: map[uint32]*memDay{}, frozen: map[uint32]*memDay{},
-		nameIdx: map[string]uint32{}, max: max, sealChunks: arenaSealChunks, kick: make(chan struct{}, 1),
+		nameTable: nameTable{index: map[string]uint32{}}, max: max, sealChunks: arenaSealChunks, kick: make(chan struct{}, 1),
 		seed: maphash.MakeSeed(), commits: commits}
 }
 
@@ -310,14 +309,23 @@ func (m *visitorMem) takes(ts int64) bool {
 	return !split || ts >= since
 }
 
-func (m *visitorMem) name(n string) uint32 {
-	if i, ok := m.nameIdx[n]; ok {
+// nameTable interns event names for the memories of the indexes
+// (visitormem.go, latemem.go): an entry holds an index into names, which
+// only grows, so a reader may share the slice it took under the lock.
+type nameTable struct {
+	names []string
+	index map[string]uint32
+}
+
+// name is n's index, n added if new.
+func (t *nameTable) name(n string) uint32 {
+	if i, ok := t.index[n]; ok {
 		return i
 	}
 	n = strings.Clone(n) // the event's name may point into a request body
-	i := uint32(len(m.names))
-	m.names = append(m.names, n)
-	m.nameIdx[n] = i
+	i := uint32(len(t.names))
+	t.names = append(t.names, n)
+	t.index[n] = i
 	return i
 }
 
