@@ -19,10 +19,12 @@ import (
 // tables below that hold those seconds, and Pebble rewrote both: 1.5 to 3
 // times the storage CPU per event (docs/benchmarks.md, session 20). Under
 // keys of their own the late keys only meet each other, and the records,
-// the bulk of the bytes, are written in commit order.
+// the bulk of the bytes, are written in commit order. The M and J keys of
+// recent times are held in memory first and written in time order
+// (latemem.go), so they do not merge either.
 //
-// Readers of a time range walk S and M (or N and J) together through a
-// timeIter. A store written before session 21 keeps its displaced events'
+// Readers of a time range walk S and M (or N and J), and the keys memory
+// holds, together through a timeIter. A store written before session 21 keeps its displaced events'
 // records under S with an 8-byte Z value, which every reader still reads.
 
 // displacedValue splits a Z value: the timestamp, then the record, which
