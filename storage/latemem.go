@@ -168,33 +168,20 @@ func (c *lateCell) visitor(e *lateEntry) []byte { return c.arena[e.off : e.off+u
 // memKV is a key and value of a reader's copy of memory.
 type memKV struct{ k, v []byte }
 
-// appendKeys appends the M keys (name "" and !named) or the J keys of one
-// name of dataset ds with timestamps in [from, to] held in memory, as
-// Pebble would hold them. Callers hold mu.
-func (l *lateMem) appendKeys(out []memKV, ds uint32, name string, named bool, from, to int64) []memKV {
-	if l.n == 0 {
+// cellKeys appends the M keys (!named) or the J keys of name of dataset
+// ds among the first n entries of c, as Pebble would hold them. Callers
+// hold mu.
+func (l *lateMem) cellKeys(out []memKV, c *lateCell, n int, ds uint32, name string, named bool) []memKV {
+	want, ok := l.index[name]
+	if named && !ok {
 		return out
 	}
-	want := uint32(math.MaxUint32)
-	if named {
-		i, ok := l.index[name]
-		if !ok {
-			return out
-		}
-		want = i
-	}
-	from = max(from, 0)
-	for k, c := range l.cells {
-		if k < from/lateCellMs || k > to/lateCellMs {
+	for i := range c.entries[:n] {
+		e := &c.entries[i]
+		if e.ds != ds || e.flags&lateRemoved != 0 || (named && e.name != want) {
 			continue
 		}
-		for i := range c.entries {
-			e := &c.entries[i]
-			if e.ds != ds || e.ts < from || e.ts > to || e.flags&lateRemoved != 0 || (named && e.name != want) {
-				continue
-			}
-			out = append(out, entryKV(e, l.names[e.name], c.visitor(e), named))
-		}
+		out = append(out, entryKV(e, l.names[e.name], c.visitor(e), named))
 	}
 	return out
 }

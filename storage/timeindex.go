@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"math"
 	"slices"
@@ -103,8 +104,8 @@ func (d *DB) openTime(lower, upper []byte) (*timeIter, error) {
 		return nil, err
 	}
 	t := &timeIter{srcs: []timeSource{main, late}, pfx: []byte{p[0], p[1]}, cur: -1}
-	if mem := d.lateKeys(pending, lateLo, lateHi); len(mem) > 0 {
-		t.srcs = append(t.srcs, &memSource{kvs: mem, pos: -1})
+	if mem := d.late.source(pending, lateLo, lateHi); mem != nil {
+		t.srcs = append(t.srcs, mem)
 		t.pfx = append(t.pfx, p[1])
 	}
 	t.ok = make([]bool, len(t.srcs))
@@ -139,28 +140,6 @@ func lateRange(lo []byte) (named bool, ds uint32, name string) {
 		name = string(lo[datasetPrefLen+1 : datasetPrefLen+1+int(lo[datasetPrefLen])])
 	}
 	return named, ds, name
-}
-
-// lateKeys adds to out the keys in [lo, hi) (under M or J) that memory
-// holds, and returns them sorted without repeats. Callers hold late.mu.
-func (d *DB) lateKeys(out []memKV, lo, hi []byte) []memKV {
-	named, ds, name := lateRange(lo)
-	in := func(k []byte) bool { return bytes.Compare(k, lo) >= 0 && (len(hi) == 0 || bytes.Compare(k, hi) < 0) }
-	// The cells to look in: the times of the bounds, where they have one.
-	plen := datasetPrefLen
-	if named {
-		plen += 1 + len(name)
-	}
-	at := func(k []byte, none int64) int64 {
-		if len(k) < plen+8 || k[0] != lo[0] || !bytes.Equal(k[:plen], lo[:plen]) {
-			return none
-		}
-		return int64(binary.BigEndian.Uint64(k[plen:]))
-	}
-	out = d.late.appendKeys(out, ds, name, named, at(lo, 0), at(hi, math.MaxInt64))
-	out = slices.DeleteFunc(out, func(kv memKV) bool { return !in(kv.k) })
-	slices.SortFunc(out, func(a, b memKV) int { return bytes.Compare(a.k, b.k) })
-	return slices.CompactFunc(out, func(a, b memKV) bool { return bytes.Equal(a.k, b.k) })
 }
 
 // pick makes the nearest positioned source current: the smallest key
@@ -286,33 +265,187 @@ func (t *timeIter) Close() error {
 	return err
 }
 
-// memSource walks a sorted copy of memory's keys.
+// memSource walks the keys of a range that memory holds, a cell at a
+// time. At its opening it notes the cells in range and how many entries
+// each holds, under the memory's lock with the reader's Pebble view; it
+// copies a cell's keys, under the lock again, and sorts them only when
+// the walk reaches it. A list of the newest events reads the newest
+// cells, not the million entries memory may hold. A cell the writer drops
+// meanwhile keeps its entries for the walk: the view predates its write.
 type memSource struct {
-	kvs []memKV
-	pos int
+	l      *lateMem
+	lo, hi []byte // the range, under M or J
+	named  bool
+	ds     uint32
+	name   string
+	cells  []memCell // in time order
+	ci     int       // the cell of kvs
+	kvs    []memKV   // its keys, sorted
+	pos    int
 }
 
-func (m *memSource) valid() bool   { return m.pos >= 0 && m.pos < len(m.kvs) }
-func (m *memSource) First() bool   { m.pos = 0; return m.valid() }
-func (m *memSource) Last() bool    { m.pos = len(m.kvs) - 1; return m.valid() }
-func (m *memSource) Next() bool    { m.pos++; return m.valid() }
-func (m *memSource) Prev() bool    { m.pos--; return m.valid() }
-func (m *memSource) Key() []byte   { return m.kvs[m.pos].k }
-func (m *memSource) Value() []byte { return m.kvs[m.pos].v }
-func (m *memSource) Close() error  { return nil }
+// memCell is a cell a memSource may walk: its entries at the opening and
+// the keys of commits in flight of its time.
+type memCell struct {
+	key     int64
+	c       *lateCell // nil when only commits in flight have keys there
+	n       int
+	pending []memKV
+}
 
-// SeekGE moves to the first key at or after key.
+// source opens a memSource over [lo, hi) (keys under M or J) with the
+// keys of commits in flight, nil when memory holds none. Callers hold mu.
+func (l *lateMem) source(pending []memKV, lo, hi []byte) *memSource {
+	if l.n == 0 && len(pending) == 0 {
+		return nil
+	}
+	m := &memSource{l: l, lo: lo, hi: hi, ci: -1, pos: -1}
+	m.named, m.ds, m.name = lateRange(lo)
+	// The cells of the bounds' times, where they have one.
+	plen := datasetPrefLen
+	if m.named {
+		plen += 1 + len(m.name)
+	}
+	at := func(k []byte, none int64) int64 {
+		if len(k) < plen+8 || !bytes.Equal(k[:plen], lo[:plen]) {
+			return none
+		}
+		return int64(binary.BigEndian.Uint64(k[plen:])) / lateCellMs
+	}
+	first, last := at(lo, 0), at(hi, math.MaxInt64)
+	byKey := map[int64]*memCell{}
+	cell := func(k int64) *memCell {
+		mc := byKey[k]
+		if mc == nil {
+			mc = &memCell{key: k}
+			byKey[k] = mc
+		}
+		return mc
+	}
+	for k, c := range l.cells {
+		if k >= first && k <= last {
+			mc := cell(k)
+			mc.c, mc.n = c, len(c.entries)
+		}
+	}
+	for _, kv := range pending {
+		ts, _, _ := tsIDSuffix(kv.k)
+		if k := ts / lateCellMs; k >= first && k <= last {
+			mc := cell(k)
+			mc.pending = append(mc.pending, kv)
+		}
+	}
+	if len(byKey) == 0 {
+		return nil
+	}
+	for _, mc := range byKey {
+		m.cells = append(m.cells, *mc)
+	}
+	slices.SortFunc(m.cells, func(a, b memCell) int { return cmp.Compare(a.key, b.key) })
+	return m
+}
+
+// load makes cell i's keys current: its entries of the range, with the
+// commits in flight's, sorted without repeats.
+func (m *memSource) load(i int) {
+	m.ci, m.kvs = i, m.kvs[:0]
+	mc := &m.cells[i]
+	if mc.c != nil {
+		m.l.mu.Lock()
+		m.kvs = m.l.cellKeys(m.kvs, mc.c, mc.n, m.ds, m.name, m.named)
+		m.l.mu.Unlock()
+	}
+	m.kvs = append(m.kvs, mc.pending...)
+	m.kvs = slices.DeleteFunc(m.kvs, func(kv memKV) bool {
+		return bytes.Compare(kv.k, m.lo) < 0 || (len(m.hi) > 0 && bytes.Compare(kv.k, m.hi) >= 0)
+	})
+	slices.SortFunc(m.kvs, func(a, b memKV) int { return bytes.Compare(a.k, b.k) })
+	m.kvs = slices.CompactFunc(m.kvs, func(a, b memKV) bool { return bytes.Equal(a.k, b.k) })
+}
+
+// seek loads cells from i on (step 1) or back (step -1) until one has
+// keys, and positions on its first or last; false past the ends.
+func (m *memSource) seek(i, step int) bool {
+	for ; i >= 0 && i < len(m.cells); i += step {
+		m.load(i)
+		if len(m.kvs) > 0 {
+			m.pos = 0
+			if step < 0 {
+				m.pos = len(m.kvs) - 1
+			}
+			return true
+		}
+	}
+	m.ci, m.kvs, m.pos = -1, m.kvs[:0], -1
+	return false
+}
+
+// First moves to the oldest key.
+func (m *memSource) First() bool { return m.seek(0, 1) }
+
+// Last moves to the newest key.
+func (m *memSource) Last() bool { return m.seek(len(m.cells)-1, -1) }
+
+// Next moves to the next key, into the next cell past this one's last.
+func (m *memSource) Next() bool {
+	if m.ci < 0 {
+		return false
+	}
+	if m.pos++; m.pos < len(m.kvs) {
+		return true
+	}
+	return m.seek(m.ci+1, 1)
+}
+
+// Prev moves to the key before, into the cell before past this one's first.
+func (m *memSource) Prev() bool {
+	if m.ci < 0 {
+		return false
+	}
+	if m.pos--; m.pos >= 0 {
+		return true
+	}
+	return m.seek(m.ci-1, -1)
+}
+
+// SeekGE moves to the first key at or after key (a full M or J key).
 func (m *memSource) SeekGE(key []byte) bool {
+	ts, _, _ := tsIDSuffix(key)
+	i, _ := slices.BinarySearchFunc(m.cells, ts/lateCellMs, func(c memCell, k int64) int { return cmp.Compare(c.key, k) })
+	if i == len(m.cells) {
+		return m.seek(i, 1)
+	}
+	m.load(i)
 	m.pos, _ = slices.BinarySearchFunc(m.kvs, key, func(kv memKV, k []byte) int { return bytes.Compare(kv.k, k) })
-	return m.valid()
+	if m.pos < len(m.kvs) {
+		return true
+	}
+	return m.seek(i+1, 1)
 }
 
-// SeekLT moves to the last key before key.
+// SeekLT moves to the last key before key (a full M or J key).
 func (m *memSource) SeekLT(key []byte) bool {
-	i, _ := slices.BinarySearchFunc(m.kvs, key, func(kv memKV, k []byte) int { return bytes.Compare(kv.k, k) })
-	m.pos = i - 1
-	return m.valid()
+	ts, _, _ := tsIDSuffix(key)
+	i, found := slices.BinarySearchFunc(m.cells, ts/lateCellMs, func(c memCell, k int64) int { return cmp.Compare(c.key, k) })
+	if !found {
+		return m.seek(i-1, -1)
+	}
+	m.load(i)
+	j, _ := slices.BinarySearchFunc(m.kvs, key, func(kv memKV, k []byte) int { return bytes.Compare(kv.k, k) })
+	if m.pos = j - 1; m.pos >= 0 {
+		return true
+	}
+	return m.seek(i-1, -1)
 }
+
+// Key is the current key.
+func (m *memSource) Key() []byte { return m.kvs[m.pos].k }
+
+// Value is the current key's value.
+func (m *memSource) Value() []byte { return m.kvs[m.pos].v }
+
+// Close does nothing: the source holds no lock or iterator.
+func (m *memSource) Close() error { return nil }
 
 // withPrefix is bound k of from's keys moved under prefix to; a bound past
 // from's keys (none, or the next prefix) becomes the end of to's.

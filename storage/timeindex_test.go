@@ -10,10 +10,11 @@ import (
 )
 
 // TestTimeIterWalksBothFamilies: a timeIter over S keys, M keys and the M
-// keys memory holds moves through them as one sorted index, every key under
-// S and a key in both memory and Pebble once, in any sequence of First,
-// Last, Next and Prev (direction changes included), and within its bounds:
-// keys of other datasets and out of range are not seen.
+// keys memory holds (over several of its cells, read one at a time) moves
+// through them as one sorted index, every key under S and a key in both
+// memory and Pebble once, in any sequence of First, Last, Next and Prev
+// (direction changes, and so seeks, included), and within its bounds: keys
+// of other datasets and out of range are not seen.
 func TestTimeIterWalksBothFamilies(t *testing.T) {
 	db := openTestDB(t, "")
 	r := rand.New(rand.NewPCG(1, 2))
@@ -22,7 +23,7 @@ func TestTimeIterWalksBothFamilies(t *testing.T) {
 	l := db.late
 	l.mu.Lock()
 	for i := range 300 {
-		ts := int64(1000 + r.IntN(50))
+		ts := int64(100_000 + r.IntN(50)*137) // over seven cells of memory
 		id := idAt(int64(i), byte(i))
 		k := recordKey(nil, 1, ts, id)
 		switch r.IntN(4) {
@@ -36,7 +37,7 @@ func TestTimeIterWalksBothFamilies(t *testing.T) {
 			_ = b.Set(withPrefix(k, prefixRecord, prefixDisplacedMark), nil, nil)
 			l.insert(&pendingLate{ds: 1, ts: ts, id: id, name: "e"})
 		}
-		if ts >= 1010 && ts <= 1040 {
+		if ts >= 101_000 && ts <= 105_000 {
 			inRange[string(k)] = true
 		}
 		// Neighbours that must stay out: another dataset, in every source.
@@ -54,7 +55,7 @@ func TestTimeIterWalksBothFamilies(t *testing.T) {
 		want = append(want, []byte(k))
 	}
 	slices.SortFunc(want, bytes.Compare)
-	lo, hi := rangeBounds(appendDataset(nil, prefixRecord, 1), 1010, 1040)
+	lo, hi := rangeBounds(appendDataset(nil, prefixRecord, 1), 101_000, 105_000)
 	it, err := db.openTime(lo, hi)
 	if err != nil {
 		t.Fatal(err)
