@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -325,5 +326,37 @@ func BenchmarkWriteVisitorTables(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// BenchmarkListLateMemory lists the newest 20 events of a dataset whose
+// 300,000 events, queued by their clients over the last 30 s, are all
+// held in the late memory (latemem.go).
+func BenchmarkListLateMemory(b *testing.B) {
+	db := openTestDB(b, "")
+	stopBackground(db.DB)
+	const n, batch = 300_000, 1000
+	base := int64(planDay)
+	for i := 0; i < n; i += batch {
+		bt := db.NewBatch()
+		for j := i; j < i+batch; j++ {
+			ts := base + int64(j)*30_000/n - int64(j*7919%5000) // 0-5 s queueing
+			bt.AddEvent(1, &Event{ID: testID(uint64(j + 1)), Name: "e", Timestamp: ts, CreatedAt: ts,
+				VisitorID: fmt.Sprint("v", j%1000), HasVisitor: true})
+		}
+		if err := bt.Commit(false); err != nil {
+			b.Fatal(err)
+		}
+		bt.Close()
+	}
+	if got := db.LateMemory(); got != n {
+		b.Fatalf("%d entries in memory, want %d", got, n)
+	}
+	q := ListQuery{Dataset: 1, To: math.MaxInt64, Limit: 20}
+	b.ReportAllocs()
+	for b.Loop() {
+		if page, _, err := db.List(q); err != nil || len(page) != 20 {
+			b.Fatal(len(page), err)
+		}
 	}
 }
