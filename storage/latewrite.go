@@ -1,0 +1,226 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// The late memory's writer (latemem.go): it moves the cut as the id clock
+// advances, or past the bound, and writes the cells behind it to Pebble in
+// time order with the watermark that a start rebuilds memory from.
+
+// advance moves cut and floor for a write at id clock ceil and returns
+// the cells to write, oldest first: those behind the cut, and with all
+// every cell. Callers hold commitMu and mu.
+func (l *lateMem) advance(ceil int64, all bool) []int64 {
+	cut := max(l.cut, floorTo(ceil-lateGrace, lateCellMs))
+	if all {
+		// Not past the clock: a cell of times ahead of it (a client's clock
+		// ahead) would otherwise send every event behind it to Pebble at
+		// once for as long as it leads. Such cells are written anyway and
+		// rebuilt after a crash: a repeat, given once.
+		cut = max(l.cut, floorTo(ceil, lateCellMs))
+	}
+	keys := make([]int64, 0, len(l.cells))
+	for k := range l.cells {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	// Past the bound, the oldest cells go early, down to half of it.
+	if held := l.n; !all && held > l.max {
+		for _, k := range keys {
+			if k*lateCellMs >= cut {
+				if held <= l.max/2 {
+					break
+				}
+				cut = (k + 1) * lateCellMs
+			}
+			held -= len(l.cells[k].entries)
+		}
+	}
+	floor := ceil - lateFloorSlack
+	var out []int64
+	for _, k := range keys {
+		if k*lateCellMs < cut || all {
+			out = append(out, k)
+		} else {
+			floor = min(floor, l.cells[k].minID)
+		}
+	}
+	l.cut, l.floor = cut, max(l.floor, floor)
+	return out
+}
+
+// writeLate writes the cells behind the new cut (with all, every cell) to
+// Pebble in time order with the new watermark, then drops them. It holds
+// the visitor memory's sealMu, which erasure, retention and dataset
+// deletion hold too, so that no entry they remove is written after them.
+func (d *DB) writeLate(all bool) error {
+	l := d.late
+	d.vmem.sealMu.Lock()
+	defer d.vmem.sealMu.Unlock()
+	l.commitMu.Lock()
+	l.mu.Lock()
+	keys := l.advance(d.idCeil(), all)
+	cut, floor := l.cut, l.floor
+	var cells []*lateCell
+	for _, k := range keys {
+		cells = append(cells, l.cells[k])
+	}
+	names := l.names // append-only: the prefix is never changed
+	l.mu.Unlock()
+	// From here commits write the keys of these cells' times themselves,
+	// and none adds to the cells.
+	l.commitMu.Unlock()
+	// With nothing to write, the watermark is recorded only once a minute
+	// (it bounds what a start reads of Z): no write a second on an idle
+	// store. The cut and floor in memory move on meanwhile; a start from
+	// the older ones reads more of Z and rebuilds keys written since, a
+	// repeat given once.
+	if len(keys) == 0 && floor-l.recorded < lateRecordEvery {
+		return nil
+	}
+
+	// The J keys' order of names (len, then bytes), as ranks.
+	rank := make([]uint32, len(names))
+	byKey := make([]uint32, len(names))
+	for i := range byKey {
+		byKey[i] = uint32(i)
+	}
+	slices.SortFunc(byKey, func(a, b uint32) int {
+		if c := cmp.Compare(len(names[a]), len(names[b])); c != 0 {
+			return c
+		}
+		return strings.Compare(names[a], names[b])
+	})
+	for r, i := range byKey {
+		rank[i] = uint32(r)
+	}
+	b := d.db.NewBatch()
+	defer b.Close()
+	// In batches of lateBatchKeys: one batch of a million keys held the
+	// commits queued behind it for as long as its WAL write (p99.9 251 ms
+	// in the bench's segment scenario, session 21). Only the last one
+	// records the watermark, so a crash between them rebuilds every cell.
+	var err error
+	set := func(k, v []byte) {
+		if _ = b.Set(k, v, nil); b.Count() >= uint32(l.batch) && err == nil {
+			err = d.commit(b, pebble.NoSync)
+			b.Reset()
+		}
+	}
+	var k []byte
+	var es []lateEntry
+	for _, c := range cells {
+		// A copy, sorted: readers read the cell meanwhile.
+		es = es[:0]
+		for i := range c.entries {
+			if e := c.entries[i]; e.flags&lateRemoved == 0 {
+				es = append(es, e)
+			}
+		}
+		// The M keys in their order, then the J keys in theirs: one
+		// family after the other, each insert next to the last
+		// (keyFamily). Early returns: most comparisons end at ts.
+		slices.SortFunc(es, func(a, b lateEntry) int {
+			if a.ds != b.ds {
+				return cmp.Compare(a.ds, b.ds)
+			}
+			if a.ts != b.ts {
+				return cmp.Compare(a.ts, b.ts)
+			}
+			return bytes.Compare(a.id[:], b.id[:])
+		})
+		for i := range es {
+			e := &es[i]
+			k = displacedMarkKey(k[:0], e.ds, e.ts, e.id)
+			set(k, appendBotMark(k[len(k):], e.flags&lateBot != 0))
+		}
+		slices.SortFunc(es, func(a, b lateEntry) int {
+			if a.ds != b.ds {
+				return cmp.Compare(a.ds, b.ds)
+			}
+			if a.name != b.name {
+				return cmp.Compare(rank[a.name], rank[b.name])
+			}
+			if a.ts != b.ts {
+				return cmp.Compare(a.ts, b.ts)
+			}
+			return bytes.Compare(a.id[:], b.id[:])
+		})
+		for i := range es {
+			e := &es[i]
+			k = displacedNameKey(k[:0], e.ds, names[e.name], e.ts, e.id)
+			v := appendBotMark(k[len(k):], e.flags&lateBot != 0)
+			if e.flags&lateVisitor != 0 {
+				v = append(v, c.visitor(e)...)
+			}
+			set(k, v)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	_ = b.Set(configKey(lateWatermarkKind, ""), lateWatermark(cut, floor), nil)
+	// Not synced: the next synced commit syncs it, and until then the
+	// watermark before it rebuilds these cells from Z after a crash.
+	if err := d.commit(b, pebble.NoSync); err != nil {
+		return err
+	}
+	l.recorded = floor
+	l.mu.Lock()
+	for _, key := range keys {
+		if c := l.cells[key]; c != nil {
+			l.n -= len(c.entries)
+			delete(l.cells, key)
+		}
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+func lateWatermark(cut, floor int64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(cut)), uint64(floor))
+}
+
+// lateWriter writes the cells of memory as cut passes them.
+type lateWriter struct {
+	stop, done chan struct{}
+}
+
+func (d *DB) runLateWriter() *lateWriter {
+	w := &lateWriter{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(lateWriteEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+			case <-d.late.kick:
+			}
+			if err := d.writeLate(false); err != nil && d.log != nil {
+				d.log.Error("write the displaced events' time index", "err", err)
+			}
+		}
+	}()
+	return w
+}
+
+func (w *lateWriter) close() {
+	close(w.stop)
+	<-w.done
+}
+
+// WriteLateMemory writes every displaced event's keys held in memory to
+// Pebble now: for measurements (eventd-keycost counts it in the events'
+// cost) and tests.
+func (d *DB) WriteLateMemory() error { return d.writeLate(true) }
