@@ -12,7 +12,7 @@ import (
 // of it, a cell at a time, and the keys of commits in flight.
 
 // inflightLate copies the M or J keys of lo's dataset (and name) of the
-// commits in flight that the store shows; lateKeys keeps those in range.
+// commits in flight that the store shows; the memSource keeps those in range.
 func (d *DB) inflightLate(lo []byte) []memKV {
 	if d.inflight.late.Load() == 0 {
 		return nil
