@@ -121,7 +121,7 @@ func checkLate(t *testing.T, db *DB, evs []*Event) {
 	}
 }
 
-// lateKeys counts the M and J keys of dataset 1 in Pebble.
+// lateKeyCount counts the M and J keys of dataset 1 in Pebble.
 func lateKeyCount(t *testing.T, db *DB) (m, j int) {
 	t.Helper()
 	return countKeys(t, db, appendDataset(nil, prefixDisplacedMark, 1), appendDataset(nil, prefixDisplacedMark, 2)),
