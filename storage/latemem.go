@@ -161,7 +161,23 @@ func (l *lateMem) insert(p *pendingLate) {
 }
 
 // visitor is e's visitor id in c.
-func (c *lateCell) visitor(e *lateEntry) []byte { return c.arena[e.off : e.off+uint32(e.vlen)] }
+func (c *lateCell) visitor(e *lateEntry) []byte { return c.view().visitor(e) }
+
+// cellView is a cell's entries and arena as they were when taken under mu:
+// appends after it do not change what it holds, and the writer may replace
+// the cell's entries (an all write of a cell ahead of the cut).
+type cellView struct {
+	entries []lateEntry
+	arena   []byte
+}
+
+// view takes c's view; callers hold mu.
+func (c *lateCell) view() cellView {
+	return cellView{c.entries[:len(c.entries):len(c.entries)], c.arena[:len(c.arena):len(c.arena)]}
+}
+
+// visitor is e's visitor id.
+func (v cellView) visitor(e *lateEntry) []byte { return v.arena[e.off : e.off+uint32(e.vlen)] }
 
 // remove marks the entries of ids (each at its timestamp) of ds removed;
 // callers hold commitMu and mu.

@@ -45,19 +45,19 @@ func lateRange(lo []byte) (named bool, ds uint32, name string) {
 type memKV struct{ k, v []byte }
 
 // cellKeys appends the M keys (!named) or the J keys of name of dataset
-// ds among the first n entries of c, as Pebble would hold them. Callers
-// hold mu.
-func (l *lateMem) cellKeys(out []memKV, c *lateCell, n int, ds uint32, name string, named bool) []memKV {
+// ds in v, as Pebble would hold them. Callers hold mu (erasure marks
+// entries removed under it).
+func (l *lateMem) cellKeys(out []memKV, v cellView, ds uint32, name string, named bool) []memKV {
 	want, ok := l.index[name]
 	if named && !ok {
 		return out
 	}
-	for i := range c.entries[:n] {
-		e := &c.entries[i]
+	for i := range v.entries {
+		e := &v.entries[i]
 		if e.ds != ds || e.flags&lateRemoved != 0 || (named && e.name != want) {
 			continue
 		}
-		out = append(out, entryKV(e, l.names[e.name], c.visitor(e), named))
+		out = append(out, entryKV(e, l.names[e.name], v.visitor(e), named))
 	}
 	return out
 }
@@ -113,8 +113,7 @@ type memSource struct {
 // the keys of commits in flight of its time.
 type memCell struct {
 	key     int64
-	c       *lateCell // nil when only commits in flight have keys there
-	n       int
+	cell    cellView // empty when only commits in flight have keys there
 	pending []memKV
 }
 
@@ -150,7 +149,7 @@ func (l *lateMem) source(pending []memKV, lo, hi []byte) *memSource {
 	for k, c := range l.cells {
 		if k >= first && k <= last {
 			mc := cell(k)
-			mc.c, mc.n = c, len(c.entries)
+			mc.cell = c.view()
 		}
 	}
 	for _, kv := range pending {
@@ -175,9 +174,9 @@ func (l *lateMem) source(pending []memKV, lo, hi []byte) *memSource {
 func (m *memSource) load(i int) {
 	m.ci, m.kvs = i, m.kvs[:0]
 	mc := &m.cells[i]
-	if mc.c != nil {
+	if len(mc.cell.entries) > 0 {
 		m.l.mu.Lock()
-		m.kvs = m.l.cellKeys(m.kvs, mc.c, mc.n, m.ds, m.name, m.named)
+		m.kvs = m.l.cellKeys(m.kvs, mc.cell, m.ds, m.name, m.named)
 		m.l.mu.Unlock()
 	}
 	m.kvs = append(m.kvs, mc.pending...)

@@ -69,14 +69,16 @@ func (d *DB) writeLate(all bool) error {
 	l.mu.Lock()
 	keys := l.advance(d.idCeil(), all)
 	cut, floor := l.cut, l.floor
-	var cells []*lateCell
-	for _, k := range keys {
-		cells = append(cells, l.cells[k])
+	// The entries as they are now: a cell behind the cut takes no more
+	// (commits write the keys of its times themselves from here), but one
+	// that all writes ahead of it may, and only these are written and
+	// dropped.
+	cells := make([]dueCell, len(keys))
+	for i, k := range keys {
+		cells[i] = dueCell{key: k, c: l.cells[k], cellView: l.cells[k].view()}
 	}
 	names := l.names // append-only: the prefix is never changed
 	l.mu.Unlock()
-	// From here commits write the keys of these cells' times themselves,
-	// and none adds to the cells.
 	l.commitMu.Unlock()
 	// With nothing to write, the watermark is recorded only once a minute
 	// (it bounds what a start reads of Z): no write a second on an idle
@@ -117,11 +119,11 @@ func (d *DB) writeLate(all bool) error {
 	}
 	var k []byte
 	var es []lateEntry
-	for _, c := range cells {
+	for _, dc := range cells {
 		// A copy, sorted: readers read the cell meanwhile.
 		es = es[:0]
-		for i := range c.entries {
-			if e := c.entries[i]; e.flags&lateRemoved == 0 {
+		for i := range dc.entries {
+			if e := dc.entries[i]; e.flags&lateRemoved == 0 {
 				es = append(es, e)
 			}
 		}
@@ -159,7 +161,7 @@ func (d *DB) writeLate(all bool) error {
 			k = displacedNameKey(k[:0], e.ds, names[e.name], e.ts, e.id)
 			v := appendBotMark(k[len(k):], e.flags&lateBot != 0)
 			if e.flags&lateVisitor != 0 {
-				v = append(v, c.visitor(e)...)
+				v = append(v, dc.visitor(e)...)
 			}
 			set(k, v)
 		}
@@ -175,14 +177,23 @@ func (d *DB) writeLate(all bool) error {
 	}
 	l.recorded = floor
 	l.mu.Lock()
-	for _, key := range keys {
-		if c := l.cells[key]; c != nil {
-			l.n -= len(c.entries)
-			delete(l.cells, key)
+	for _, dc := range cells {
+		l.n -= len(dc.entries)
+		if n := len(dc.c.entries) - len(dc.entries); n == 0 {
+			delete(l.cells, dc.key)
+		} else { // a cell ahead of the cut, added to meanwhile: keep what was
+			dc.c.entries = slices.Clone(dc.c.entries[len(dc.entries):])
 		}
 	}
 	l.mu.Unlock()
 	return nil
+}
+
+// dueCell is a cell being written, and what it held when the write began.
+type dueCell struct {
+	key int64
+	c   *lateCell
+	cellView
 }
 
 func lateWatermark(cut, floor int64) []byte {
