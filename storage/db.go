@@ -92,11 +92,11 @@ type DB struct {
 	// vmem holds the visitor index of recent days (visitormem.go); sealer
 	// writes finished days to Pebble as ingested tables (visitorseal.go).
 	vmem   *visitorMem
-	sealer *visitorSealer
+	sealer *worker
 	// late holds the recent displaced events' M and J keys, which lateW
 	// writes to Pebble in time order (latemem.go).
 	late  *lateMem
-	lateW *lateWriter
+	lateW *worker
 	// inflight holds the commits whose in-memory part (derived overlay,
 	// visitor memory) is not done yet, for readers (inflight.go).
 	inflight     *inflight

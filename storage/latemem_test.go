@@ -18,7 +18,7 @@ func stopBackground(db *DB) {
 	db.lateW.close()
 	done := make(chan struct{})
 	close(done)
-	db.lateW = &lateWriter{stop: make(chan struct{}), done: done}
+	db.lateW = &worker{stop: make(chan struct{}), done: done}
 }
 
 // TestLateMemAdvance: the writer's cut trails the id clock by lateGrace,

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -200,35 +199,14 @@ func lateWatermark(cut, floor int64) []byte {
 	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(cut)), uint64(floor))
 }
 
-// lateWriter writes the cells of memory as cut passes them.
-type lateWriter struct {
-	stop, done chan struct{}
-}
-
-func (d *DB) runLateWriter() *lateWriter {
-	w := &lateWriter{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		t := time.NewTicker(lateWriteEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-t.C:
-			case <-d.late.kick:
-			}
-			if err := d.writeLate(false); err != nil && d.log != nil {
-				d.log.Error("write the displaced events' time index", "err", err)
-			}
+// runLateWriter writes the cells of memory as the cut passes them;
+// failures are logged (d.log) and retried.
+func (d *DB) runLateWriter() *worker {
+	return startWorker(lateWriteEvery, d.late.kick, false, func() {
+		if err := d.writeLate(false); err != nil && d.log != nil {
+			d.log.Error("write the displaced events' time index", "err", err)
 		}
-	}()
-	return w
-}
-
-func (w *lateWriter) close() {
-	close(w.stop)
-	<-w.done
+	})
 }
 
 // WriteLateMemory writes every displaced event's keys held in memory to

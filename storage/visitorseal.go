@@ -27,39 +27,16 @@ const VisitorSealGrace = time.Hour
 // visitorSealCheck is how often the sealer looks for a day that is over.
 const visitorSealCheck = time.Minute
 
-// visitorSealer writes memory days to Pebble in the background.
-type visitorSealer struct {
-	stop chan struct{}
-	done chan struct{}
-}
-
 // runVisitorSealer seals each day once it is over and, when memory passes
 // its bound, splits the fullest day; failures are logged (d.log) and
 // retried.
-func (d *DB) runVisitorSealer() *visitorSealer {
-	s := &visitorSealer{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(visitorSealCheck)
-		defer t.Stop()
-		for {
-			if err := d.sealDue(d.now()); err != nil && d.log != nil {
-				d.log.Error("seal the visitor index of a day", "err", err)
-			}
-			select {
-			case <-s.stop:
-				return
-			case <-t.C:
-			case <-d.vmem.kick:
-			}
+func (d *DB) runVisitorSealer() *worker {
+	// At once: a day may have ended while the store was closed.
+	return startWorker(visitorSealCheck, d.vmem.kick, true, func() {
+		if err := d.sealDue(d.now()); err != nil && d.log != nil {
+			d.log.Error("seal the visitor index of a day", "err", err)
 		}
-	}()
-	return s
-}
-
-func (s *visitorSealer) close() {
-	close(s.stop)
-	<-s.done
+	})
 }
 
 // sealDue seals the days that are over at now, then, while memory holds

@@ -30,7 +30,7 @@ func stopSealer(db *DB) {
 	db.sealer.close()
 	done := make(chan struct{})
 	close(done)
-	db.sealer = &visitorSealer{stop: make(chan struct{}), done: done}
+	db.sealer = &worker{stop: make(chan struct{}), done: done}
 }
 
 // openSplitStore opens a store on fs with its sealer stopped; closeDB
