@@ -33,8 +33,8 @@ type lateMem struct {
 	// their add; the writer moving cut and floor, and erasure, retention
 	// and dataset deletion removing entries, hold it exclusively.
 	commitMu sync.RWMutex
-	// mu guards cells, n and names, and makes a reader's snapshot one
-	// step with its Pebble view.
+	// mu guards cells, n, names and recorded, and makes a reader's
+	// snapshot one step with its Pebble view.
 	mu    sync.Mutex
 	cut   int64 // ms: earlier timestamps are written by their commits
 	floor int64 // ms: earlier ids' events too
@@ -42,7 +42,7 @@ type lateMem struct {
 	n     int // entries held, removed ones included
 	max   int
 	batch int // keys per writer batch (lateBatchKeys; tests set fewer)
-	// recorded is the floor of the last watermark written; the writer's own.
+	// recorded is the floor of the last watermark written.
 	recorded int64
 	nameTable
 	kick chan struct{}

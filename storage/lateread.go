@@ -91,10 +91,10 @@ func pendingKV(p *pendingLate, named bool) memKV {
 }
 
 // memSource walks the keys of a range that memory holds, a cell at a
-// time. At its opening it notes the cells in range and how many entries
-// each holds, under the memory's lock with the reader's Pebble view; it
-// copies a cell's keys, under the lock again, and sorts them only when
-// the walk reaches it. A list of the newest events reads the newest
+// time. At its opening it takes a view of each cell in range (cellView),
+// under the memory's lock with the reader's Pebble view; it copies a
+// cell's keys, under the lock again, and sorts them only when the walk
+// reaches it. A list of the newest events reads the newest
 // cells, not the million entries memory may hold. A cell the writer drops
 // meanwhile keeps its entries for the walk: the view predates its write.
 type memSource struct {

@@ -67,7 +67,7 @@ func (d *DB) writeLate(all bool) error {
 	l.commitMu.Lock()
 	l.mu.Lock()
 	keys := l.advance(d.idCeil(), all)
-	cut, floor := l.cut, l.floor
+	cut, floor, recorded := l.cut, l.floor, l.recorded
 	// The entries as they are now: a cell behind the cut takes no more
 	// (commits write the keys of its times themselves from here), but one
 	// that all writes ahead of it may, and only these are written and
@@ -84,7 +84,7 @@ func (d *DB) writeLate(all bool) error {
 	// store. The cut and floor in memory move on meanwhile; a start from
 	// the older ones reads more of Z and rebuilds keys written since, a
 	// repeat given once.
-	if len(keys) == 0 && floor-l.recorded < lateRecordEvery {
+	if len(keys) == 0 && floor-recorded < lateRecordEvery {
 		return nil
 	}
 
@@ -174,11 +174,11 @@ func (d *DB) writeLate(all bool) error {
 	if err := d.commit(b, pebble.NoSync); err != nil {
 		return err
 	}
-	l.recorded = floor
 	l.mu.Lock()
+	l.recorded = floor
 	for _, dc := range cells {
 		l.n -= len(dc.entries)
-		if n := len(dc.c.entries) - len(dc.entries); n == 0 {
+		if len(dc.c.entries) == len(dc.entries) {
 			delete(l.cells, dc.key)
 		} else { // a cell ahead of the cut, added to meanwhile: keep what was
 			dc.c.entries = slices.Clone(dc.c.entries[len(dc.entries):])
