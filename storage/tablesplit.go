@@ -182,7 +182,7 @@ func (t *tableSplits) busy() *[]keyRange {
 		if g.name != "" {
 			p := namePrefix(nil, g.ds, g.name)
 			rs = append(rs, keyRange{p, prefixEnd(p)})
-			p = displacedNameKey(nil, g.ds, g.name, 0, ID{})[:len(p)]
+			p = withPrefix(p, prefixName, prefixDisplacedName)
 			rs = append(rs, keyRange{p, prefixEnd(p)})
 			continue
 		}
