@@ -62,8 +62,8 @@ func startLoad(url, key string, round, clients int, seed int64) *writeLoad {
 
 // client sends single events or batches until stopped. With clientTime
 // each event carries a time up to 10 s before it is sent, as an SDK that
-// queues its events sends them: their records are stored out of order,
-// under the time's key, with a Z key from their id (storage/doc.go).
+// queues its events sends them: their records go under their Z keys and
+// their time keys through the late memory (storage/latemem.go).
 func (l *writeLoad) client(c *http.Client, rng *rand.Rand, url, key, name string, batch, clientTime bool) {
 	event := func(a *ackedEvent, props map[string]any) map[string]any {
 		e := map[string]any{"event": name, "visitor_id": a.visitor, "properties": props}
