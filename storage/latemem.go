@@ -46,6 +46,9 @@ type lateMem struct {
 	recorded int64
 	nameTable
 	kick chan struct{}
+	// writing, when set (tests), is called by writeLate once it has taken
+	// the cells it writes and let go of the locks, before it writes them.
+	writing func()
 }
 
 // lateEntry is one displaced event held in memory: no pointer, so a

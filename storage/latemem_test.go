@@ -277,3 +277,50 @@ func TestLateMemIdleWatermark(t *testing.T) {
 		t.Fatalf("watermark not recorded %d ms on", lateRecordEvery)
 	}
 }
+
+// TestLateMemAllKeepsWhatCommitsAddMeanwhile: a write of every cell
+// (WriteLateMemory, Close) takes a cell ahead of the cut too, which
+// commits may still add to while it is written. What they add meanwhile
+// stays in memory, is read once, and goes out with the next write.
+func TestLateMemAllKeepsWhatCommitsAddMeanwhile(t *testing.T) {
+	db := openTestDB(t, "")
+	stopBackground(db.DB)
+	clock := int64(planDay)
+	db.now = func() time.Time { return time.UnixMilli(clock) }
+	// Five events of one cell 5 s ahead of the id clock (a client's clock
+	// ahead), ids of the clock's time.
+	ahead := clock + 5*lateCellMs
+	var evs []*Event
+	for i := range 6 {
+		evs = append(evs, &Event{ID: idAt(clock, byte(i)), Name: "a", Timestamp: ahead + int64(i),
+			VisitorID: "v", HasVisitor: true, CreatedAt: clock})
+	}
+	commitEvents(t, db.DB, 1, evs[:5]...)
+	db.late.writing = func() {
+		db.late.writing = nil
+		commitEvents(t, db.DB, 1, evs[5])
+	}
+	if err := db.WriteLateMemory(); err != nil {
+		t.Fatal(err)
+	}
+	if m, j := lateKeyCount(t, db.DB); m != 5 || j != 5 {
+		t.Fatalf("%d M and %d J keys written, want the 5 committed before the write", m, j)
+	}
+	db.late.mu.Lock()
+	held, n := 0, db.late.n
+	for _, c := range db.late.cells {
+		held += len(c.entries)
+	}
+	db.late.mu.Unlock()
+	if held != 1 || n != 1 {
+		t.Fatalf("memory holds %d entries (counted %d), want the one committed during the write", held, n)
+	}
+	checkLate(t, db.DB, evs)
+	if err := db.WriteLateMemory(); err != nil {
+		t.Fatal(err)
+	}
+	if m, j := lateKeyCount(t, db.DB); m != 6 || j != 6 {
+		t.Fatalf("%d M and %d J keys after the next write, want 6", m, j)
+	}
+	checkLate(t, db.DB, evs)
+}

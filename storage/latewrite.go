@@ -87,6 +87,9 @@ func (d *DB) writeLate(all bool) error {
 	if len(keys) == 0 && floor-recorded < lateRecordEvery {
 		return nil
 	}
+	if l.writing != nil {
+		l.writing()
+	}
 
 	// The J keys' order of names (len, then bytes), as ranks.
 	rank := make([]uint32, len(names))
