@@ -1,10 +1,14 @@
 package storage
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,4 +327,191 @@ func TestLateMemAllKeepsWhatCommitsAddMeanwhile(t *testing.T) {
 		t.Fatalf("%d M and %d J keys after the next write, want 6", m, j)
 	}
 	checkLate(t, db.DB, evs)
+}
+
+// TestLateMemUnderConcurrentCommits: committers write events at every
+// distance from their ids' time (none, milliseconds, seconds, past the
+// cut, a backfill, ahead of the clock) while the id clock runs, the writer
+// writes the cells behind the cut and a reader lists; one visitor is
+// erased midway. Lists never repeat an event nor leave time order, and at
+// the end lists, counts, occurrences and visitor lists are exact, before
+// and after memory is written out.
+func TestLateMemUnderConcurrentCommits(t *testing.T) {
+	db := openTestDB(t, "")
+	stopBackground(db.DB)
+	var clock atomic.Int64
+	clock.Store(planDay)
+	db.now = func() time.Time { return time.UnixMilli(clock.Load()) }
+	const committers, batches, perBatch = 4, 120, 10
+	delays := []int64{0, 5, 500, 8_000, 29_000, 45_000, 2 * hourMs, -2_000}
+	var seq atomic.Uint64
+	var mu sync.Mutex
+	var kept []*Event
+	var half, done sync.WaitGroup
+	half.Add(committers)
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	for c := range committers {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), 7))
+			for i := range batches {
+				if i == batches/2 {
+					half.Done()
+				}
+				now := clock.Add(200)
+				b := db.NewBatch()
+				var evs []*Event
+				for range perBatch {
+					id := IDAt(now)
+					binary.BigEndian.PutUint64(id[8:], seq.Add(1))
+					visitor := fmt.Sprint("v", rng.IntN(5))
+					if i < batches/2 && rng.IntN(4) == 0 {
+						visitor = "gone"
+					}
+					e := &Event{ID: id, Name: []string{"a", "b", "c"}[rng.IntN(3)], VisitorID: visitor, HasVisitor: true,
+						Timestamp: now - delays[rng.IntN(len(delays))], CreatedAt: now}
+					b.AddEvent(1, e)
+					evs = append(evs, e)
+				}
+				err := b.Commit(true)
+				b.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				kept = append(kept, evs...)
+				mu.Unlock()
+			}
+		}()
+	}
+	var wrote atomic.Int64 // writes that took cells out of memory
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { // the writer
+		defer bg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			before := heldLate(db.DB)
+			if err := db.writeLate(false); err != nil {
+				errs <- err
+				return
+			}
+			if heldLate(db.DB) < before {
+				wrote.Add(1)
+			}
+		}
+	}()
+	go func() { // a reader
+		defer bg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			page, _, err := db.List(ListQuery{Dataset: 1, From: 0, To: math.MaxInt64, Limit: 100})
+			if err != nil {
+				errs <- err
+				return
+			}
+			seen := map[ID]bool{}
+			for i, e := range page {
+				if seen[e.ID] || (i > 0 && e.Timestamp > page[i-1].Timestamp) {
+					errs <- fmt.Errorf("a list repeats or leaves time order at %d: %v", i, e.ID)
+					return
+				}
+				seen[e.ID] = true
+			}
+		}
+	}()
+	half.Wait()
+	erased, err := db.EraseVisitor(1, "gone", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done.Wait()
+	close(stop)
+	bg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	evs := slices.DeleteFunc(kept, func(e *Event) bool { return e.VisitorID == "gone" })
+	if len(evs)+erased != committers*batches*perBatch {
+		t.Fatalf("%d kept and %d erased of %d", len(evs), erased, committers*batches*perBatch)
+	}
+	// Whether the writer ran between commits is up to the scheduler; that
+	// memory and Pebble both hold keys now is not.
+	t.Logf("%d of the writer's runs took cells out of memory during the commits", wrote.Load())
+	if m, _ := lateKeyCount(t, db.DB); heldLate(db.DB) == 0 || m == 0 {
+		t.Fatalf("%d entries held, %d M keys: both should have some", heldLate(db.DB), m)
+	}
+	slices.SortFunc(evs, func(a, b *Event) int { return cmp.Compare(a.Timestamp, b.Timestamp) })
+	checkLateAll(t, db.DB, evs)
+	if err := db.WriteLateMemory(); err != nil {
+		t.Fatal(err)
+	}
+	checkLateAll(t, db.DB, evs)
+}
+
+// checkLateAll is checkLate for more events than a page: the list's ids
+// page by page, then checkLate's counts.
+func checkLateAll(t *testing.T, db *DB, evs []*Event) {
+	t.Helper()
+	want := map[ID]bool{}
+	for _, e := range evs {
+		want[e.ID] = true
+	}
+	got := map[ID]bool{}
+	for off := 0; ; off += 100 {
+		page, total, err := db.List(ListQuery{Dataset: 1, From: evs[0].Timestamp, To: math.MaxInt64, Limit: 100, Offset: off})
+		if err != nil || total != int64(len(evs)) {
+			t.Fatalf("List: total %d, %v; want %d", total, err, len(evs))
+		}
+		for _, e := range page {
+			if got[e.ID] || !want[e.ID] {
+				t.Fatalf("List gives %v twice or not committed", e.ID)
+			}
+			got[e.ID] = true
+		}
+		if len(page) < 100 {
+			break
+		}
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("List gave %d events, want %d", len(got), len(evs))
+	}
+	byName := map[string]int{}
+	byVisitor := map[string]int{}
+	for _, e := range evs {
+		byName[e.Name]++
+		byVisitor[e.VisitorID]++
+	}
+	for name, want := range byName {
+		if c, err := db.Count(1, name, evs[0].Timestamp, evs[len(evs)-1].Timestamp); err != nil || c != int64(want) {
+			t.Errorf("Count(%s) = %d, %v; want %d", name, c, err, want)
+		}
+		if n, err := db.StepOccurrences(1, name, "", false, evs[0].Timestamp, math.MaxInt64, 0, func(Occurrence) {}); err != nil || n != want {
+			t.Errorf("StepOccurrences(%s) = %d, %v; want %d", name, n, err, want)
+		}
+	}
+	for v, want := range byVisitor {
+		if got, err := db.VisitorEvents(1, v, evs[0].Timestamp, math.MaxInt64, 0); err != nil || len(got) != want {
+			t.Errorf("VisitorEvents(%s) = %d, %v; want %d", v, len(got), err, want)
+		}
+	}
+}
+
+// heldLate is how many entries the late memory holds.
+func heldLate(db *DB) int {
+	db.late.mu.Lock()
+	defer db.late.mu.Unlock()
+	return db.late.n
 }
