@@ -365,6 +365,12 @@ func TestTemplates(t *testing.T) {
 	if got := string(req.Body()); got != `{"events":[{"event":"e","visitor_id":"v_6"},{"event":"e","visitor_id":"v_7"},{"event":"e","visitor_id":"v_8"}]}` {
 		t.Errorf("batch body %s", got)
 	}
+	req.Reset()
+	sent := time.Date(2026, 11, 28, 9, 0, 0, 5e6, time.UTC)
+	SentBatchRequest("/events/batch", "k", NewTemplate(`{"event":"e"}`), 1, sent)(0, req)
+	if got := string(req.Body()); got != `{"events":[{"event":"e"}],"sent_at":"2026-11-28T09:00:00.005Z"}` {
+		t.Errorf("batch body with sent_at %s", got)
+	}
 }
 
 // TestTemplateNames: "{name}" takes one of BackfillNames by n, with their

@@ -156,7 +156,9 @@ const IdempotentEventTemplate = `{"event":"purchase","visitor_id":"v_{n}","idemp
 // SegmentShapedTemplate is the native event that SegmentTemplate is stored
 // as (the mapped properties, the messageId as idempotency key, the same
 // timestamp): what the segment scenario's stored bytes cost without the
-// Segment layer. Its "{now}" is filled in by Dated.
+// Segment layer. Its "{now}" is filled in by Dated, and sent with the same
+// sent_at (SentBatchRequest) it is stored at its receipt, as the messages
+// are.
 const SegmentShapedTemplate = `{"event":"Order_Completed","visitor_id":"v_{n}","idempotency_key":"node-next-1764000000000-{n}","timestamp":"{now}","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale","$event_name":"Order Completed","$context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"$user_id":"v_{n}"}}`
 
 // SegmentTemplate is one track message as @segment/analytics-node 3.1
@@ -178,11 +180,19 @@ func Dated(tmpl string, t time.Time) string {
 	return strings.ReplaceAll(tmpl, "{now}", t.UTC().Format(segmentTime))
 }
 
+// SentBatchRequest is BatchRequest with a sent_at of sentAt: events dated
+// sentAt are then stored at their receipt, as the Segment messages of
+// SegmentBatchRequest are.
+func SentBatchRequest(path, key string, tmpl *Template, size int, sentAt time.Time) RequestFunc {
+	return arrayRequest(path, "Bearer "+key, `{"events":[`, `],"sent_at":"`+sentAt.UTC().Format(segmentTime)+`"}`, tmpl, size)
+}
+
 // SegmentBatchRequest posts size Segment messages per request to path
-// (POST /v1/batch) with the key as HTTP Basic user name, as the SDKs do.
-func SegmentBatchRequest(path, key string, tmpl *Template, size int) RequestFunc {
+// (POST /v1/batch) with the key as HTTP Basic user name and a sentAt of
+// sentAt, as the SDKs do.
+func SegmentBatchRequest(path, key string, tmpl *Template, size int, sentAt time.Time) RequestFunc {
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(key+":"))
-	return arrayRequest(path, auth, `{"batch":[`, `],"sentAt":"`+time.Now().UTC().Format(segmentTime)+`","writeKey":"bench"}`, tmpl, size)
+	return arrayRequest(path, auth, `{"batch":[`, `],"sentAt":"`+sentAt.UTC().Format(segmentTime)+`","writeKey":"bench"}`, tmpl, size)
 }
 
 // SegmentAccepted counts the stored messages of a /v1/batch answer:

@@ -816,14 +816,17 @@ func groupInt(n uint64) string { return strings.TrimSuffix(bench.FormatRate(floa
 func buildSegment(e *env) *plan {
 	conns := e.conns(16)
 	n := e.o.batchSize
+	// Every message is dated now and sent at now: corrected for the clock
+	// skew, it is stored at its receipt, as a message sent at once is.
+	now := time.Now()
 	seg := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.SegmentAccepted(n), ExpectStatus: 200,
-		Request: bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentTemplate, time.Now())), n)}
+		Request: bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentTemplate, now)), n, now)}
 	native := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.BatchAccepted,
 		Request: bench.BatchRequest("/events/batch", e.key, e.tmpl, n)}
 	idem := native
 	idem.Request = bench.BatchRequest("/events/batch", e.key, bench.NewTemplate(bench.IdempotentEventTemplate), n)
 	shaped := native
-	shaped.Request = bench.BatchRequest("/events/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentShapedTemplate, time.Now())), n)
+	shaped.Request = bench.SentBatchRequest("/events/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentShapedTemplate, now)), n, now)
 	return &plan{
 		eventd:   httpSubject(e, "eventd", e.target, true, bench.UnitEvents, seg),
 		ceilings: []subject{httpSubject(e, "native", e.target, true, bench.UnitEvents, native)},
