@@ -23,6 +23,8 @@ type RecordReader struct {
 	z   *pebble.Iterator // the dataset's Z keys, for displaced events: opened at the first
 	ds  uint32
 	key []byte
+	// noSteps counts down the reads that seek without stepping (seek).
+	noSteps int
 }
 
 // NewRecordReader opens a reader of dataset ds's records as of now; Close
@@ -69,9 +71,37 @@ func (r *RecordReader) Get(ts int64, id ID) (Event, error) {
 	return DecodeEvent(id, v)
 }
 
+// seekNexts is how many keys seek steps over before it seeks: an index
+// walked in time order mostly asks for the next record or one a few keys
+// on (the records of one commit are in time order), and a step moves the
+// merged iterator alone where a seek repositions every memtable and level.
+const seekNexts = 4
+
+// seekNoSteps is how many reads seek at once after steps missed.
+const seekNoSteps = 32
+
 // seek reads key's value through it, valid until its next move.
 func (r *RecordReader) seek(it *pebble.Iterator, key []byte) ([]byte, error) {
 	r.key = key
+	if r.noSteps > 0 {
+		r.noSteps--
+	} else if it.Valid() && bytes.Compare(it.Key(), key) < 0 {
+		for range seekNexts {
+			if !it.Next() {
+				break
+			}
+			if c := bytes.Compare(it.Key(), key); c >= 0 {
+				if c == 0 {
+					return it.ValueAndErr()
+				}
+				break
+			}
+		}
+		// Too far: seek for a while. Pebble's own seeks step a few
+		// keys in each memtable and level first, but only when the
+		// previous move was a seek too.
+		r.noSteps = seekNoSteps
+	}
 	if !it.SeekGE(key) || !bytes.Equal(it.Key(), key) {
 		if err := it.Error(); err != nil {
 			return nil, err

@@ -15,6 +15,60 @@ import (
 	"github.com/eventd/eventd/storage/diskspace"
 )
 
+// TestRecordReaderSteps: a reader that steps to the next records instead
+// of seeking (seekNexts) answers as GetEvent does on walks with small and
+// large gaps, missing ids, backward jumps and records committed after it
+// opened, with displaced records (Z) and records at their id's time (S).
+func TestRecordReaderSteps(t *testing.T) {
+	db := openTestDB(t, "")
+	var events []*Event
+	for n := uint64(2); n <= 400; n += 2 { // even ids only; every third displaced
+		e := &Event{ID: idAt(planDay+int64(n), 1), Name: "e", Timestamp: planDay + int64(n), CreatedAt: 7, Properties: []byte(`{"n":1}`)}
+		if n%3 == 0 {
+			e.Timestamp -= 5
+		}
+		events = append(events, e)
+	}
+	commitEvents(t, db.DB, 1, events...)
+	r, err := db.NewRecordReader(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	late := &Event{ID: idAt(planDay+500, 1), Name: "late", Timestamp: planDay + 500, CreatedAt: 7}
+	commitEvents(t, db.DB, 1, late)
+	var walk []uint64
+	for n := uint64(2); n <= 60; n += 2 { // adjacent: steps
+		walk = append(walk, n)
+	}
+	for n := uint64(80); n <= 400; n += 20 { // far apart: seeks
+		walk = append(walk, n)
+	}
+	for n := uint64(100); n <= 300; n++ { // adjacent again, odd ones missing
+		walk = append(walk, n)
+	}
+	walk = append(walk, 10, 12, 500, 501, 14)
+	ts := map[uint64]int64{}
+	for _, e := range append(events, late) {
+		ts[uint64(IDTime(e.ID)-planDay)] = e.Timestamp
+	}
+	for _, n := range walk {
+		id := idAt(planDay+int64(n), 1)
+		at, ok := ts[n]
+		if !ok {
+			at = planDay + int64(n)
+		}
+		got, gotErr := r.Get(at, id)
+		want, wantErr := db.GetEvent(1, id)
+		if !errors.Is(gotErr, wantErr) || (wantErr == nil) != ok {
+			t.Fatalf("id %d: err %v, GetEvent's %v", n, gotErr, wantErr)
+		}
+		if wantErr == nil && !sameEvent(&got, &want) {
+			t.Fatalf("id %d: %+v, GetEvent's %+v", n, got, want)
+		}
+	}
+}
+
 // TestRecordReader: the reader answers as GetEvent does, for ids in and
 // out of order, missing ids and another dataset's records.
 func TestRecordReader(t *testing.T) {
