@@ -27,7 +27,7 @@ func stopBackground(db *DB) {
 
 // TestLateMemAdvance: the writer's cut trails the id clock by lateGrace,
 // never goes back, and past the bound takes the oldest cells early down
-// to half of it; floor stays at or before every entry left in memory.
+// to 7/8 of it; floor stays at or before every entry left in memory.
 func TestLateMemAdvance(t *testing.T) {
 	const s = lateCellMs
 	for _, tc := range []struct {
@@ -43,7 +43,8 @@ func TestLateMemAdvance(t *testing.T) {
 		{"nothing due", 100, 0, map[int64]int{40: 1, 41: 1}, 60 * s, false, nil, 30 * s},
 		{"due cells", 100, 0, map[int64]int{10: 1, 29: 2, 30: 1}, 60 * s, false, []int64{10, 29}, 30 * s},
 		{"cut never goes back", 100, 50 * s, map[int64]int{40: 1, 50: 1}, 60 * s, false, []int64{40}, 50 * s},
-		{"over the bound", 10, 0, map[int64]int{40: 4, 41: 4, 42: 4}, 60 * s, false, []int64{40, 41}, 42 * s},
+		{"over the bound", 10, 0, map[int64]int{40: 4, 41: 4, 42: 4}, 60 * s, false, []int64{40}, 41 * s},
+		{"over the bound, several cells", 16, 0, map[int64]int{40: 4, 41: 4, 42: 4, 43: 4, 44: 4}, 60 * s, false, []int64{40, 41}, 42 * s},
 		{"all", 100, 0, map[int64]int{40: 1, 45: 1}, 60 * s, true, []int64{40, 45}, 60 * s},
 		{"all, a cell ahead of the clock", 100, 0, map[int64]int{40: 1, 90: 1}, 60 * s, true, []int64{40, 90}, 60 * s},
 	} {
@@ -188,7 +189,7 @@ func TestLateMemWritesDueCells(t *testing.T) {
 }
 
 // TestLateMemBound: past its bound, memory writes its oldest seconds
-// early, down to half of the bound.
+// early, down to 7/8 of the bound.
 func TestLateMemBound(t *testing.T) {
 	db := openTestDBWith(t, Options{LateMemory: 10})
 	stopBackground(db.DB)
@@ -199,8 +200,8 @@ func TestLateMemBound(t *testing.T) {
 	if err := db.writeLate(false); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := lateKeyCount(t, db.DB); m != 11 {
-		t.Fatalf("%d M keys written, want 11 (16 held, bound 10: down to 5)", m)
+	if m, _ := lateKeyCount(t, db.DB); m != 7 {
+		t.Fatalf("%d M keys written, want 7 (16 held, bound 10: down to 9)", m)
 	}
 	checkLate(t, db.DB, evs)
 }

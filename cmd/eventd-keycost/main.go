@@ -267,6 +267,7 @@ func main() {
 		jsonOut    = flag.String("json", "", "append the result as one JSON line to this file")
 		drain      = flag.Bool("drain", true, "after the tail, compact everything to the bottom level and report that apart")
 		visitorMem = flag.Int("visitor-memory", 0, "as serve's flag (0: storage.DefaultVisitorMemory)")
+		lateMem    = flag.Int("late-memory", 0, "as serve's flag (0: storage.DefaultLateMemory)")
 	)
 	flag.Parse()
 	v, ok := variants[*name]
@@ -274,7 +275,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "eventd-keycost: unknown variant %q (want one of %s)\n", *name, strings.Join(variantNames(), ", "))
 		os.Exit(2)
 	}
-	r, err := run(*name, v, *n, *batch, *committers, *dir, *walSync, *visitors, *tailMax, *drain, *visitorMem)
+	r, err := run(*name, v, *n, *batch, *committers, *dir, *walSync, *visitors, *tailMax, *drain, *visitorMem, *lateMem)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "eventd-keycost:", err)
 		os.Exit(1)
@@ -305,7 +306,7 @@ func variantNames() []string {
 	return out
 }
 
-func run(name string, v variant, n int64, batch, committers int, dir string, walSync time.Duration, visitors uint64, tailMax time.Duration, drain bool, visitorMem int) (*result, error) {
+func run(name string, v variant, n int64, batch, committers int, dir string, walSync time.Duration, visitors uint64, tailMax time.Duration, drain bool, visitorMem, lateMem int) (*result, error) {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "eventd-keycost-")
 		if err != nil {
@@ -336,7 +337,7 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 			}
 		}
 	}
-	db, err := storage.Open(dir, storage.Options{WALMinSyncInterval: walSync, VisitorMemory: visitorMem, Experiment: &exp})
+	db, err := storage.Open(dir, storage.Options{WALMinSyncInterval: walSync, VisitorMemory: visitorMem, LateMemory: lateMem, Experiment: &exp})
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 func TestRunCountsEachKey(t *testing.T) {
 	wal, sst := map[string]float64{}, map[string]float64{}
 	for _, name := range []string{"all", "displaced", "jitter1s", "noV", "recordOnly", "gen"} {
-		r, err := run(name, variants[name], 3000, 100, 2, t.TempDir(), 0, 100, time.Minute, true, 0)
+		r, err := run(name, variants[name], 3000, 100, 2, t.TempDir(), 0, 100, time.Minute, true, 0, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
