@@ -73,11 +73,14 @@ func (r *RecordReader) Get(ts int64, id ID) (Event, error) {
 
 // seekNexts is how many keys seek steps over before it seeks: an index
 // walked in time order mostly asks for the next record or one a few keys
-// on (the records of one commit are in time order), and a step moves the
-// merged iterator alone where a seek repositions every memtable and level.
+// on (a commit's records lie next to each other in S and in Z), and a
+// step moves the merged iterator alone where a seek repositions every
+// memtable and level.
 const seekNexts = 4
 
-// seekNoSteps is how many reads seek at once after steps missed.
+// seekNoSteps is how many reads seek at once after steps missed, on
+// either iterator: a walk whose records lie further apart keeps Pebble's
+// own stepping in each level.
 const seekNoSteps = 32
 
 // seek reads key's value through it, valid until its next move.
