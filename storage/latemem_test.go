@@ -390,48 +390,30 @@ func TestLateMemUnderConcurrentCommits(t *testing.T) {
 	}
 	var wrote atomic.Int64 // writes that took cells out of memory
 	var bg sync.WaitGroup
-	bg.Add(2)
-	go func() { // the writer
-		defer bg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			before := heldLate(db.DB)
-			if err := db.writeLate(false); err != nil {
-				errs <- err
-				return
-			}
-			if heldLate(db.DB) < before {
-				wrote.Add(1)
-			}
+	untilStopped(&bg, stop, errs, func() error { // the writer
+		before := heldLate(db.DB)
+		if err := db.writeLate(false); err != nil {
+			return err
 		}
-	}()
-	go func() { // a reader
-		defer bg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			page, _, err := db.List(ListQuery{Dataset: 1, From: 0, To: math.MaxInt64, Limit: 100})
-			if err != nil {
-				errs <- err
-				return
-			}
-			seen := map[ID]bool{}
-			for i, e := range page {
-				if seen[e.ID] || (i > 0 && e.Timestamp > page[i-1].Timestamp) {
-					errs <- fmt.Errorf("a list repeats or leaves time order at %d: %v", i, e.ID)
-					return
-				}
-				seen[e.ID] = true
-			}
+		if heldLate(db.DB) < before {
+			wrote.Add(1)
 		}
-	}()
+		return nil
+	})
+	untilStopped(&bg, stop, errs, func() error { // a reader
+		page, _, err := db.List(ListQuery{Dataset: 1, From: 0, To: math.MaxInt64, Limit: 100})
+		if err != nil {
+			return err
+		}
+		seen := map[ID]bool{}
+		for i, e := range page {
+			if seen[e.ID] || (i > 0 && e.Timestamp > page[i-1].Timestamp) {
+				return fmt.Errorf("a list repeats or leaves time order at %d: %v", i, e.ID)
+			}
+			seen[e.ID] = true
+		}
+		return nil
+	})
 	half.Wait()
 	erased, err := db.EraseVisitor(1, "gone", nil)
 	if err != nil {
@@ -515,4 +497,24 @@ func heldLate(db *DB) int {
 	db.late.mu.Lock()
 	defer db.late.mu.Unlock()
 	return db.late.n
+}
+
+// untilStopped runs step in a goroutine of wg until stop closes or step
+// fails, and then sends its error to errs.
+func untilStopped(wg *sync.WaitGroup, stop <-chan struct{}, errs chan<- error, step func() error) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := step(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
 }
