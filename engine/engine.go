@@ -186,7 +186,12 @@ func Open(cfg Config) (*Engine, error) {
 		return float64(n)
 	})
 	e.metrics.GaugeFunc("eventd_late_index_memory_entries", "Events with their clients' recent times whose time and name index keys are held in memory until written in time order (--late-memory).", "", func() float64 {
-		return float64(e.db.LateMemory())
+		n, _ := e.db.LateMemory()
+		return float64(n)
+	})
+	e.metrics.GaugeFunc("eventd_late_index_memory_bytes", "Bytes those events take in memory, their visitor ids included (bounded at 64 per --late-memory entry).", "", func() float64 {
+		_, b := e.db.LateMemory()
+		return float64(b)
 	})
 	e.metrics.GaugeFunc("eventd_visitor_index_memory_days", "Days whose visitor index is held in memory.", "", func() float64 {
 		_, days := e.db.VisitorMemory()

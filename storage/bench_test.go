@@ -349,7 +349,7 @@ func BenchmarkListLateMemory(b *testing.B) {
 		}
 		bt.Close()
 	}
-	if got := db.LateMemory(); got != n {
+	if got, _ := db.LateMemory(); got != n {
 		b.Fatalf("%d entries in memory, want %d", got, n)
 	}
 	q := ListQuery{Dataset: 1, To: math.MaxInt64, Limit: 20}

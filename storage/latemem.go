@@ -41,7 +41,11 @@ type lateMem struct {
 	cells map[int64]*lateCell
 	n     int // entries held, removed ones included
 	max   int
-	batch int // keys per writer batch (lateBatchKeys; tests set fewer)
+	// size is the bytes held: lateEntryBytes an entry and the visitor ids
+	// in the cells' arenas; past maxSize memory writes early as past max,
+	// so that long visitor ids cannot hold more than the bound implies.
+	size, maxSize int
+	batch         int // keys per writer batch (lateBatchKeys; tests set fewer)
 	// recorded is the floor of the last watermark written.
 	recorded int64
 	nameTable
@@ -104,6 +108,12 @@ const (
 	// lateRecordEvery is how far the floor moves before the writer records
 	// it with no cell to write.
 	lateRecordEvery = 60_000
+	// lateEntryBytes is the size of a lateEntry (TestLateEntrySize).
+	lateEntryBytes = 40
+	// lateBytesPerEntry sets the bound in bytes: --late-memory entries
+	// with visitor ids of 24 bytes on average. Visitor ids may be up to
+	// 1 KiB, which would otherwise hold 26 times as much.
+	lateBytesPerEntry = 64
 	// DefaultLateMemory bounds the displaced events held in memory (about
 	// 40 bytes each and their visitor ids); past it the oldest cells are
 	// written early. Memory holds what lateGrace brings, so this much is
@@ -122,7 +132,7 @@ func newLateMem(max int) *lateMem {
 	if max <= 0 {
 		max = DefaultLateMemory
 	}
-	return &lateMem{cells: map[int64]*lateCell{}, max: max, batch: lateBatchKeys, nameTable: nameTable{index: map[string]uint32{}}, kick: make(chan struct{}, 1)}
+	return &lateMem{cells: map[int64]*lateCell{}, max: max, maxSize: max * lateBytesPerEntry, batch: lateBatchKeys, nameTable: nameTable{index: map[string]uint32{}}, kick: make(chan struct{}, 1)}
 }
 
 // takes reports whether a commit's displaced event goes to memory. Callers
@@ -136,7 +146,7 @@ func (l *lateMem) add(pending []pendingLate) {
 	for i := range pending {
 		l.insert(&pending[i])
 	}
-	over := l.n > l.max
+	over := l.over()
 	l.mu.Unlock()
 	if over {
 		select {
@@ -154,18 +164,25 @@ func (l *lateMem) insert(p *pendingLate) {
 		c = &lateCell{minID: math.MaxInt64}
 		l.cells[k] = c
 	}
-	e := lateEntry{ts: p.ts, id: p.id, ds: p.ds, name: l.name(p.name), off: uint32(len(c.arena)), vlen: uint16(len(p.visitor))}
+	e := lateEntry{ts: p.ts, id: p.id, ds: p.ds, name: l.name(p.name), off: uint32(len(c.arena))}
 	if p.bot {
 		e.flags |= lateBot
 	}
+	l.size += lateEntryBytes
 	if p.hasVisitor {
 		e.flags |= lateVisitor
+		e.vlen = uint16(len(p.visitor))
 		c.arena = append(c.arena, p.visitor...)
+		l.size += len(p.visitor)
 	}
 	c.entries = append(c.entries, e)
 	c.minID = min(c.minID, IDTime(p.id))
 	l.n++
 }
+
+// over reports whether memory holds more than its bound, in entries or in
+// bytes; callers hold mu.
+func (l *lateMem) over() bool { return l.n > l.max || l.size > l.maxSize }
 
 // visitor is e's visitor id in c.
 func (c *lateCell) visitor(e *lateEntry) []byte { return c.view().visitor(e) }
@@ -321,10 +338,11 @@ func (d *DB) lateVisitors() {
 	}
 }
 
-// LateMemory is the number of displaced events whose keys memory holds.
-func (d *DB) LateMemory() int {
+// LateMemory is the number of displaced events whose keys memory holds,
+// and the bytes they take.
+func (d *DB) LateMemory() (entries, bytes int) {
 	l := d.late
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.n
+	return l.n, l.size
 }

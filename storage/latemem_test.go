@@ -7,10 +7,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -35,18 +37,22 @@ func TestLateMemAdvance(t *testing.T) {
 		max       int
 		cut       int64
 		cells     map[int64]int // cell -> entries
+		vlen      int           // each entry's visitor id, in bytes
 		ceil      int64
 		all       bool
 		wantCells []int64
 		wantCut   int64
 	}{
-		{"nothing due", 100, 0, map[int64]int{40: 1, 41: 1}, 60 * s, false, nil, 30 * s},
-		{"due cells", 100, 0, map[int64]int{10: 1, 29: 2, 30: 1}, 60 * s, false, []int64{10, 29}, 30 * s},
-		{"cut never goes back", 100, 50 * s, map[int64]int{40: 1, 50: 1}, 60 * s, false, []int64{40}, 50 * s},
-		{"over the bound", 10, 0, map[int64]int{40: 4, 41: 4, 42: 4}, 60 * s, false, []int64{40}, 41 * s},
-		{"over the bound, several cells", 16, 0, map[int64]int{40: 4, 41: 4, 42: 4, 43: 4, 44: 4}, 60 * s, false, []int64{40, 41}, 42 * s},
-		{"all", 100, 0, map[int64]int{40: 1, 45: 1}, 60 * s, true, []int64{40, 45}, 60 * s},
-		{"all, a cell ahead of the clock", 100, 0, map[int64]int{40: 1, 90: 1}, 60 * s, true, []int64{40, 90}, 60 * s},
+		{"nothing due", 100, 0, map[int64]int{40: 1, 41: 1}, 0, 60 * s, false, nil, 30 * s},
+		{"due cells", 100, 0, map[int64]int{10: 1, 29: 2, 30: 1}, 0, 60 * s, false, []int64{10, 29}, 30 * s},
+		{"cut never goes back", 100, 50 * s, map[int64]int{40: 1, 50: 1}, 0, 60 * s, false, []int64{40}, 50 * s},
+		{"over the bound", 10, 0, map[int64]int{40: 4, 41: 4, 42: 4}, 0, 60 * s, false, []int64{40}, 41 * s},
+		{"over the bound, several cells", 16, 0, map[int64]int{40: 4, 41: 4, 42: 4, 43: 4, 44: 4}, 0, 60 * s, false, []int64{40, 41}, 42 * s},
+		// 12 entries of 540 bytes: 6,480 of 6,400, down to 5,600.
+		{"over the bound in bytes", 100, 0, map[int64]int{40: 4, 41: 4, 42: 4}, 500, 60 * s, false, []int64{40}, 41 * s},
+		{"under it in bytes", 100, 0, map[int64]int{40: 4, 41: 4, 42: 4}, 490, 60 * s, false, nil, 30 * s},
+		{"all", 100, 0, map[int64]int{40: 1, 45: 1}, 0, 60 * s, true, []int64{40, 45}, 60 * s},
+		{"all, a cell ahead of the clock", 100, 0, map[int64]int{40: 1, 90: 1}, 0, 60 * s, true, []int64{40, 90}, 60 * s},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLateMem(tc.max)
@@ -55,7 +61,8 @@ func TestLateMemAdvance(t *testing.T) {
 			for cell, n := range tc.cells {
 				for range n {
 					id++
-					l.insert(&pendingLate{ds: 1, ts: cell * s, id: idAt(cell*s+int64(id), byte(id)), name: "e"})
+					l.insert(&pendingLate{ds: 1, ts: cell * s, id: idAt(cell*s+int64(id), byte(id)), name: "e",
+						visitor: strings.Repeat("v", tc.vlen), hasVisitor: tc.vlen > 0})
 				}
 			}
 			got := l.advance(tc.ceil, tc.all)
@@ -320,6 +327,9 @@ func TestLateMemAllKeepsWhatCommitsAddMeanwhile(t *testing.T) {
 	if held != 1 || n != 1 {
 		t.Fatalf("memory holds %d entries (counted %d), want the one committed during the write", held, n)
 	}
+	if n, size := db.LateMemory(); n != 1 || size != lateEntryBytes+len("v") {
+		t.Fatalf("LateMemory = %d entries, %d bytes; want 1, %d", n, size, lateEntryBytes+len("v"))
+	}
 	checkLate(t, db.DB, evs)
 	if err := db.WriteLateMemory(); err != nil {
 		t.Fatal(err)
@@ -327,7 +337,18 @@ func TestLateMemAllKeepsWhatCommitsAddMeanwhile(t *testing.T) {
 	if m, j := lateKeyCount(t, db.DB); m != 6 || j != 6 {
 		t.Fatalf("%d M and %d J keys after the next write, want 6", m, j)
 	}
+	if n, size := db.LateMemory(); n != 0 || size != 0 {
+		t.Fatalf("LateMemory = %d entries, %d bytes after writing all; want 0, 0", n, size)
+	}
 	checkLate(t, db.DB, evs)
+}
+
+// TestLateEntrySize: lateEntryBytes, which memory's bound in bytes counts
+// per entry, is a lateEntry's size.
+func TestLateEntrySize(t *testing.T) {
+	if got := unsafe.Sizeof(lateEntry{}); got != lateEntryBytes {
+		t.Fatalf("a lateEntry is %d bytes, lateEntryBytes %d", got, lateEntryBytes)
+	}
 }
 
 // TestLateMemUnderConcurrentCommits: committers write events at every
@@ -440,6 +461,9 @@ func TestLateMemUnderConcurrentCommits(t *testing.T) {
 	checkLateAll(t, db.DB, evs)
 	if err := db.WriteLateMemory(); err != nil {
 		t.Fatal(err)
+	}
+	if n, size := db.LateMemory(); n != 0 || size != 0 {
+		t.Fatalf("LateMemory = %d entries, %d bytes after writing all; want 0, 0", n, size)
 	}
 	checkLateAll(t, db.DB, evs)
 }

@@ -31,19 +31,21 @@ func (l *lateMem) advance(ceil int64, all bool) []int64 {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	// Past the bound, the oldest cells go early, down to 7/8 of it: the
-	// cut stays as far back as the bound allows (writing down to half
-	// held 3/4 of it on average), and each such write is an eighth of
-	// memory, not half.
-	if held := l.n; !all && held > l.max {
+	// Past the bound, in entries or bytes, the oldest cells go early, down
+	// to 7/8 of it: the cut stays as far back as the bound allows (writing
+	// down to half held 3/4 of it on average), and each such write is an
+	// eighth of memory, not half.
+	if held, size := l.n, l.size; !all && l.over() {
 		for _, k := range keys {
 			if k*lateCellMs >= cut {
-				if held <= l.max-l.max/8 {
+				if held <= l.max-l.max/8 && size <= l.maxSize-l.maxSize/8 {
 					break
 				}
 				cut = (k + 1) * lateCellMs
 			}
-			held -= len(l.cells[k].entries)
+			c := l.cells[k]
+			held -= len(c.entries)
+			size -= len(c.entries)*lateEntryBytes + len(c.arena)
 		}
 	}
 	floor := ceil - lateFloorSlack
@@ -184,14 +186,29 @@ func (d *DB) writeLate(all bool) error {
 	l.recorded = floor
 	for _, dc := range cells {
 		l.n -= len(dc.entries)
+		l.size -= len(dc.entries)*lateEntryBytes + len(dc.arena)
 		if len(dc.c.entries) == len(dc.entries) {
 			delete(l.cells, dc.key)
 		} else { // a cell ahead of the cut, added to meanwhile: keep what was
-			dc.c.entries = slices.Clone(dc.c.entries[len(dc.entries):])
+			dc.c.keepFrom(len(dc.entries))
 		}
 	}
 	l.mu.Unlock()
 	return nil
+}
+
+// keepFrom drops c's entries before i, and their visitor ids from a new
+// arena (readers' views keep the old one); callers hold mu.
+func (c *lateCell) keepFrom(i int) {
+	rest := slices.Clone(c.entries[i:])
+	var arena []byte
+	for j := range rest {
+		e := &rest[j]
+		v := c.arena[e.off : e.off+uint32(e.vlen)]
+		e.off = uint32(len(arena))
+		arena = append(arena, v...)
+	}
+	c.entries, c.arena = rest, arena
 }
 
 // dueCell is a cell being written, and what it held when the write began.

@@ -61,7 +61,7 @@ func serve(args []string) error {
 	fs.DurationVar(&c.sessionIdle, "session-idle", eventdhttp.DefaultSessionIdle, "end a dashboard session after this long without a request")
 	fs.DurationVar(&c.fsyncDelay, "fsync-delay", 0, "benchmarks only: add this delay to every fsync, to emulate a slower disk")
 	fs.DurationVar(&c.walMinSync, "wal-min-sync-interval", storage.DefaultWALMinSyncInterval, "space WAL fsyncs at least this far apart so that more commits share one (0: sync as soon as asked)")
-	fs.IntVar(&c.lateMemory, "late-memory", storage.DefaultLateMemory, "events with their clients' recent times whose time index keys are held in memory until written in time order (40 bytes and the visitor id each); past it the oldest seconds are written early")
+	fs.IntVar(&c.lateMemory, "late-memory", storage.DefaultLateMemory, "events with their clients' recent times whose time index keys are held in memory until written in time order (40 bytes and the visitor id each, at most 64 bytes per entry in all); past it the oldest seconds are written early")
 	fs.IntVar(&c.visitorMemory, "visitor-memory", storage.DefaultVisitorMemory, "visitor index entries of recent days held in memory (40-165 bytes each); past it the fullest day is split: what it holds is written to the store, and its later entries are held again")
 	fs.DurationVar(&c.derivedInterval, "derived-interval", storage.DefaultDerivedInterval, "how often counters and rollups held in memory are checkpointed to the store (a crash replays what came after)")
 	fs.StringVar(&c.adminHost, "admin-host", "", "comma-separated host names the admin listener answers for (DNS-rebinding defence): another Host header gets 421; IP addresses always pass; empty = any")
