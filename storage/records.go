@@ -88,17 +88,25 @@ func (r *RecordReader) seek(it *pebble.Iterator, key []byte) ([]byte, error) {
 	r.key = key
 	if r.noSteps > 0 {
 		r.noSteps--
-	} else if it.Valid() && bytes.Compare(it.Key(), key) < 0 {
+	} else if it.Valid() {
+		// Forward for a walk oldest first, backward for a list's, newest
+		// first.
+		c := bytes.Compare(it.Key(), key)
+		forward := c < 0
 		for range seekNexts {
-			if !it.Next() {
+			if c == 0 {
+				return it.ValueAndErr()
+			}
+			if (c > 0) == forward { // stepped past it: not in the view
 				break
 			}
-			if c := bytes.Compare(it.Key(), key); c >= 0 {
-				if c == 0 {
-					return it.ValueAndErr()
-				}
+			if forward && !it.Next() || !forward && !it.Prev() {
 				break
 			}
+			c = bytes.Compare(it.Key(), key)
+		}
+		if c == 0 {
+			return it.ValueAndErr()
 		}
 		// Too far: seek for a while. Pebble's own seeks step a few
 		// keys in each memtable and level first, but only when the

@@ -18,7 +18,8 @@ import (
 // TestRecordReaderSteps: a reader that steps to the next records instead
 // of seeking (seekNexts) answers as GetEvent does on walks with small and
 // large gaps, missing ids, backward jumps and records committed after it
-// opened, with displaced records (Z) and records at their id's time (S).
+// opened, forward and backward, with displaced records (Z) and records at
+// their id's time (S).
 func TestRecordReaderSteps(t *testing.T) {
 	db := openTestDB(t, "")
 	var events []*Event
@@ -45,6 +46,12 @@ func TestRecordReaderSteps(t *testing.T) {
 		walk = append(walk, n)
 	}
 	for n := uint64(100); n <= 300; n++ { // adjacent again, odd ones missing
+		walk = append(walk, n)
+	}
+	for n := uint64(398); n >= 200; n-- { // backward, as a list walks
+		walk = append(walk, n)
+	}
+	for n := uint64(190); n >= 30; n -= 20 { // backward, far apart
 		walk = append(walk, n)
 	}
 	walk = append(walk, 10, 12, 500, 501, 14)
