@@ -161,41 +161,21 @@ func TestDerivedReadsDuringCheckpoints(t *testing.T) {
 	var acked atomic.Int64
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				db.derived.checkpoint()
-			}
-		}
-	}()
 	errs := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var last int64
-		for {
-			before := acked.Load()
-			got, err := db.Count(ds, "", day, day+dayMs-1)
-			if err == nil && (got < before || got < last || got > total) {
-				err = fmt.Errorf("Count = %d after %d acknowledged (previous read %d)", got, before, last)
-			}
-			if err != nil {
-				errs <- err
-				return
-			}
-			last = got
-			select {
-			case <-stop:
-				return
-			default:
-			}
+	untilStopped(&wg, stop, errs, func() error {
+		db.derived.checkpoint()
+		return nil
+	})
+	var last int64
+	untilStopped(&wg, stop, errs, func() error {
+		before := acked.Load()
+		got, err := db.Count(ds, "", day, day+dayMs-1)
+		if err == nil && (got < before || got < last || got > total) {
+			err = fmt.Errorf("Count = %d after %d acknowledged (previous read %d)", got, before, last)
 		}
-	}()
+		last = got
+		return err
+	})
 	for i := uint64(1); i <= total; i++ {
 		commitEvents(t, db.DB, ds, &Event{ID: testID(i), Name: "e", Timestamp: day + int64(i)*1000})
 		acked.Add(1)

@@ -136,3 +136,23 @@ func countKeys(t testing.TB, db *DB, lo, hi []byte) int {
 func indexKey(prefix []byte, ts int64, id ID) []byte {
 	return append(appendTS(append([]byte(nil), prefix...), ts), id[:]...)
 }
+
+// untilStopped runs step in a goroutine of wg until stop closes or step
+// fails, and then sends its error to errs.
+func untilStopped(wg *sync.WaitGroup, stop <-chan struct{}, errs chan<- error, step func() error) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := step(); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}()
+}

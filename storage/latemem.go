@@ -203,6 +203,9 @@ func (c *lateCell) view() cellView {
 // visitor is e's visitor id.
 func (v cellView) visitor(e *lateEntry) []byte { return v.arena[e.off : e.off+uint32(e.vlen)] }
 
+// bytes is what the view's entries take in lateMem.size.
+func (v cellView) bytes() int { return len(v.entries)*lateEntryBytes + len(v.arena) }
+
 // remove marks the entries of ids (each at its timestamp) of ds removed;
 // callers hold commitMu and mu.
 func (l *lateMem) remove(ds uint32, ids map[ID]int64) {

@@ -319,16 +319,14 @@ func TestLateMemAllKeepsWhatCommitsAddMeanwhile(t *testing.T) {
 		t.Fatalf("%d M and %d J keys written, want the 5 committed before the write", m, j)
 	}
 	db.late.mu.Lock()
-	held, n := 0, db.late.n
+	held := 0
 	for _, c := range db.late.cells {
 		held += len(c.entries)
 	}
 	db.late.mu.Unlock()
-	if held != 1 || n != 1 {
-		t.Fatalf("memory holds %d entries (counted %d), want the one committed during the write", held, n)
-	}
-	if n, size := db.LateMemory(); n != 1 || size != lateEntryBytes+len("v") {
-		t.Fatalf("LateMemory = %d entries, %d bytes; want 1, %d", n, size, lateEntryBytes+len("v"))
+	n, size := db.LateMemory()
+	if held != 1 || n != 1 || size != lateEntryBytes+len("v") {
+		t.Fatalf("memory holds %d entries (counted %d, %d bytes), want the one committed during the write (%d bytes)", held, n, size, lateEntryBytes+len("v"))
 	}
 	checkLate(t, db.DB, evs)
 	if err := db.WriteLateMemory(); err != nil {
@@ -412,11 +410,11 @@ func TestLateMemUnderConcurrentCommits(t *testing.T) {
 	var wrote atomic.Int64 // writes that took cells out of memory
 	var bg sync.WaitGroup
 	untilStopped(&bg, stop, errs, func() error { // the writer
-		before := heldLate(db.DB)
+		before, _ := db.LateMemory()
 		if err := db.writeLate(false); err != nil {
 			return err
 		}
-		if heldLate(db.DB) < before {
+		if after, _ := db.LateMemory(); after < before {
 			wrote.Add(1)
 		}
 		return nil
@@ -454,8 +452,11 @@ func TestLateMemUnderConcurrentCommits(t *testing.T) {
 	// Whether the writer ran between commits is up to the scheduler; that
 	// memory and Pebble both hold keys now is not.
 	t.Logf("%d of the writer's runs took cells out of memory during the commits", wrote.Load())
-	if m, _ := lateKeyCount(t, db.DB); heldLate(db.DB) == 0 || m == 0 {
-		t.Fatalf("%d entries held, %d M keys: both should have some", heldLate(db.DB), m)
+	if held, _ := db.LateMemory(); held == 0 {
+		t.Fatalf("no entry held: memory should hold the latest events' keys")
+	}
+	if m, _ := lateKeyCount(t, db.DB); m == 0 {
+		t.Fatalf("no M key in Pebble: the writer and the commits behind the cut should have written some")
 	}
 	slices.SortFunc(evs, func(a, b *Event) int { return cmp.Compare(a.Timestamp, b.Timestamp) })
 	checkLateAll(t, db.DB, evs)
@@ -514,31 +515,4 @@ func checkLateAll(t *testing.T, db *DB, evs []*Event) {
 			t.Errorf("VisitorEvents(%s) = %d, %v; want %d", v, len(got), err, want)
 		}
 	}
-}
-
-// heldLate is how many entries the late memory holds.
-func heldLate(db *DB) int {
-	db.late.mu.Lock()
-	defer db.late.mu.Unlock()
-	return db.late.n
-}
-
-// untilStopped runs step in a goroutine of wg until stop closes or step
-// fails, and then sends its error to errs.
-func untilStopped(wg *sync.WaitGroup, stop <-chan struct{}, errs chan<- error, step func() error) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := step(); err != nil {
-				errs <- err
-				return
-			}
-		}
-	}()
 }

@@ -43,9 +43,9 @@ func (l *lateMem) advance(ceil int64, all bool) []int64 {
 				}
 				cut = (k + 1) * lateCellMs
 			}
-			c := l.cells[k]
-			held -= len(c.entries)
-			size -= len(c.entries)*lateEntryBytes + len(c.arena)
+			v := l.cells[k].view()
+			held -= len(v.entries)
+			size -= v.bytes()
 		}
 	}
 	floor := ceil - lateFloorSlack
@@ -186,7 +186,7 @@ func (d *DB) writeLate(all bool) error {
 	l.recorded = floor
 	for _, dc := range cells {
 		l.n -= len(dc.entries)
-		l.size -= len(dc.entries)*lateEntryBytes + len(dc.arena)
+		l.size -= dc.bytes()
 		if len(dc.c.entries) == len(dc.entries) {
 			delete(l.cells, dc.key)
 		} else { // a cell ahead of the cut, added to meanwhile: keep what was
@@ -204,7 +204,7 @@ func (c *lateCell) keepFrom(i int) {
 	var arena []byte
 	for j := range rest {
 		e := &rest[j]
-		v := c.arena[e.off : e.off+uint32(e.vlen)]
+		v := c.visitor(e)
 		e.off = uint32(len(arena))
 		arena = append(arena, v...)
 	}
