@@ -239,10 +239,8 @@ func (e *Engine) background() {
 		case <-sweep.C:
 			e.expire(time.Now())
 			cutoff := time.Now().Add(-actors.IdempotencyTTL).UnixMilli()
-			if n, err := e.db.SweepIdempotency(cutoff); err != nil {
+			if err := e.db.SweepIdempotency(cutoff); err != nil {
 				e.log.Error("sweep idempotency keys", "err", err)
-			} else if n > 0 {
-				e.log.Debug("swept idempotency keys", "count", n)
 			}
 		}
 	}

@@ -155,19 +155,12 @@ func (b *Batch) addLateKeys(p *pendingLate) {
 	b.scratch = v[:0]
 }
 
-// IdemRecord is what an idempotency key remembers.
-type IdemRecord struct {
-	Hash      uint64
-	ID        ID
-	Timestamp int64 // the event's time, Unix ms
-	CreatedAt int64 // when the key was first used, Unix ms
-}
-
-const idemRecordLen = 8 + 16 + 8 + 8
-
-// AddIdempotency remembers key for keyID in the same atomic write as its event.
+// AddIdempotency remembers key for keyID in the same atomic write as its
+// event, in the partition of the day r was created (idempotency.go).
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
-	k := idemKey(b.scratch[:0], keyID, key)
+	day := idemDay(r.CreatedAt)
+	b.db.idemDays.raise(day)
+	k := idemDayKey(b.scratch[:0], keyID, day, key)
 	v := binary.BigEndian.AppendUint64(k[len(k):], r.Hash)
 	v = append(v, r.ID[:]...)
 	v = binary.BigEndian.AppendUint64(v, uint64(r.Timestamp))
@@ -305,32 +298,4 @@ func (b *Batch) Close() {
 		}
 	}
 	_ = b.b.Close()
-}
-
-// GetIdempotency reads a remembered idempotency key, ErrNotFound if none.
-func (d *DB) GetIdempotency(keyID, key string) (IdemRecord, error) {
-	v, err := d.get(idemKey(nil, keyID, key))
-	if err != nil {
-		return IdemRecord{}, err
-	}
-	return decodeIdemRecord(v)
-}
-
-func decodeIdemRecord(v []byte) (IdemRecord, error) {
-	if len(v) != idemRecordLen {
-		return IdemRecord{}, errCorrupt
-	}
-	var r IdemRecord
-	r.Hash = binary.BigEndian.Uint64(v)
-	copy(r.ID[:], v[8:24])
-	r.Timestamp = int64(binary.BigEndian.Uint64(v[24:]))
-	r.CreatedAt = int64(binary.BigEndian.Uint64(v[32:]))
-	return r, nil
-}
-
-// SweepIdempotency deletes idempotency records created before cutoffMs.
-func (d *DB) SweepIdempotency(cutoffMs int64) (int, error) {
-	return d.deleteWhere([]byte{prefixIdem}, []byte{prefixIdem + 1}, false, func(_, v []byte) bool {
-		return len(v) == idemRecordLen && int64(binary.BigEndian.Uint64(v[32:])) < cutoffMs
-	})
 }

@@ -48,10 +48,11 @@ func BenchmarkAddEventCommit(b *testing.B) {
 func BenchmarkIdempotencyLookup(b *testing.B) {
 	db := openTestDB(b, "")
 	const stored = 200_000
+	now := time.Now().UnixMilli()
 	for i := 0; i < stored; i += 1000 {
 		bt := db.NewBatch()
 		for j := i; j < i+1000; j++ {
-			bt.AddIdempotency("key_1", fmt.Sprintf("msg-%d", j), IdemRecord{Hash: uint64(j), CreatedAt: 1})
+			bt.AddIdempotency("key_1", fmt.Sprintf("msg-%d", j), IdemRecord{Hash: uint64(j), CreatedAt: now})
 		}
 		if err := bt.Commit(false); err != nil {
 			b.Fatal(err)

@@ -83,6 +83,10 @@ type DB struct {
 	splits   *tableSplits // where flushed and compacted tables end (tablesplit.go)
 	skip     skipKeys     // index keys AddEvent leaves out (Experiment only)
 	links    linkCache
+	// idemDays is the partitions idempotency look-ups read; idemLegacy says
+	// records of the layout before them may be left (idempotency.go).
+	idemDays   idemDayRange
+	idemLegacy atomic.Bool
 	// legacyVisitors: opened read-only before the visitor index moved to
 	// day partitions, so readers use the old layout (visitors.go).
 	legacyVisitors bool
@@ -209,6 +213,10 @@ func Open(dir string, o Options) (*DB, error) {
 	if err := d.initIDCeil(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("read the latest record time of %s: %w", dir, err)
+	}
+	if err := d.openIdempotency(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("read the idempotency records of %s: %w", dir, err)
 	}
 	if err := d.openVisitorIndex(o); err != nil {
 		_ = db.Close()

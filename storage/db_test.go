@@ -1,30 +1,34 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
 func TestIdempotencyRoundTrip(t *testing.T) {
 	db := openTestDB(t, "")
+	now := time.Now().UnixMilli() // look-ups read the records of yesterday and today
 	recs := []struct {
 		keyID, key string
 		rec        IdemRecord
 	}{
-		{"key1", "order-1", IdemRecord{Hash: 0xdeadbeefcafef00d, ID: testID(1), Timestamp: 1_768_000_000_000, CreatedAt: 1_768_000_000_005}},
-		{"key1", "order-2", IdemRecord{Hash: 1, ID: testID(2), Timestamp: 2, CreatedAt: 3}},
-		{"key2", "order-1", IdemRecord{Hash: math.MaxUint64, ID: maxID(), Timestamp: math.MaxInt64, CreatedAt: 4}},
+		{"key1", "order-1", IdemRecord{Hash: 0xdeadbeefcafef00d, ID: testID(1), Timestamp: 1_768_000_000_000, CreatedAt: now}},
+		{"key1", "order-2", IdemRecord{Hash: 1, ID: testID(2), Timestamp: 2, CreatedAt: now - 23*hourMs}},
+		{"key2", "order-1", IdemRecord{Hash: math.MaxUint64, ID: maxID(), Timestamp: math.MaxInt64, CreatedAt: now - 1}},
 		// (keyID, key) pairs with the same concatenation stay apart.
-		{"k", "ab", IdemRecord{Hash: 10, ID: testID(10), CreatedAt: 5}},
-		{"ka", "b", IdemRecord{Hash: 11, ID: testID(11), CreatedAt: 6}},
-		{"k", "ünïcode-ключ", IdemRecord{Hash: 12, ID: testID(12), CreatedAt: 7}},
+		{"k", "ab", IdemRecord{Hash: 10, ID: testID(10), CreatedAt: now - 5}},
+		{"ka", "b", IdemRecord{Hash: 11, ID: testID(11), CreatedAt: now - 6}},
+		{"k", "ünïcode-ключ", IdemRecord{Hash: 12, ID: testID(12), CreatedAt: now - 7}},
 	}
 	b := db.NewBatch()
 	for i, r := range recs {
@@ -59,12 +63,19 @@ func TestIdempotencyRoundTrip(t *testing.T) {
 	t.Run("reopened", func(t *testing.T) { check(t, db.DB) })
 }
 
+// TestSweepIdempotency: a sweep deletes each API key's days before the
+// cutoff's with one range deletion and leaves the cutoff's own day, the
+// days after it and every other kind of record.
 func TestSweepIdempotency(t *testing.T) {
 	db := openTestDB(t, "")
+	day := time.Now().UnixMilli()/dayMs - 5
+	at := func(d, ms int64) int64 { return (day+d)*dayMs + ms }
+	created := map[string]int64{"a": at(0, 100), "b": at(1, 5), "c": at(2, 0), "d": at(2, dayMs-1), "e": at(3, 7)}
 	b := db.NewBatch()
-	created := map[string]int64{"a": 100, "b": 199, "c": 200, "d": 201, "e": 5000}
 	for k, c := range created {
-		b.AddIdempotency("key", k, IdemRecord{Hash: uint64(c), ID: testID(uint64(c)), CreatedAt: c})
+		for _, keyID := range []string{"key", "other_key"} {
+			b.AddIdempotency(keyID, k, IdemRecord{Hash: uint64(c), ID: testID(uint64(c)), CreatedAt: c})
+		}
 	}
 	if err := b.Commit(false); err != nil {
 		t.Fatal(err)
@@ -77,34 +88,23 @@ func TestSweepIdempotency(t *testing.T) {
 	if err := db.PutWindows("key", []byte("w")); err != nil {
 		t.Fatal(err)
 	}
-
-	steps := []struct {
-		cutoff  int64
-		removed int
-		left    []string
+	for _, s := range []struct {
+		cutoff int64
+		left   string
 	}{
-		{cutoff: 100, removed: 0, left: []string{"a", "b", "c", "d", "e"}},
-		{cutoff: 200, removed: 2, left: []string{"c", "d", "e"}}, // strictly before the cutoff
-		{cutoff: 200, removed: 0, left: []string{"c", "d", "e"}},
-		{cutoff: 202, removed: 2, left: []string{"e"}},
-		{cutoff: math.MaxInt64, removed: 1, left: nil},
-	}
-	for _, s := range steps {
-		n, err := db.SweepIdempotency(s.cutoff)
-		if err != nil {
+		{cutoff: at(0, 500), left: "a b c d e"}, // a is older, but of the cutoff's day
+		{cutoff: at(1, 1), left: "b c d e"},
+		{cutoff: at(1, 1), left: "b c d e"},
+		{cutoff: at(2, dayMs-1), left: "c d e"},
+		{cutoff: at(3, 0), left: "e"},
+		{cutoff: at(9, 0), left: ""},
+	} {
+		if err := db.SweepIdempotency(s.cutoff); err != nil {
 			t.Fatalf("SweepIdempotency(%d): %v", s.cutoff, err)
 		}
-		if n != s.removed {
-			t.Errorf("SweepIdempotency(%d) removed %d, want %d", s.cutoff, n, s.removed)
-		}
-		for k, c := range created {
-			r, err := db.GetIdempotency("key", k)
-			if slices.Contains(s.left, k) {
-				if err != nil || r.CreatedAt != c {
-					t.Errorf("after sweep(%d): %q = %+v, %v; want kept", s.cutoff, k, r, err)
-				}
-			} else if !errors.Is(err, ErrNotFound) {
-				t.Errorf("after sweep(%d): %q = %v, want ErrNotFound", s.cutoff, k, err)
+		for _, keyID := range []string{"key", "other_key"} {
+			if got := strings.Join(idemRecordsLeft(t, db.DB, keyID), " "); got != s.left {
+				t.Errorf("after sweep(day %+.3f): %s's records %q, want %q", float64(s.cutoff)/float64(dayMs)-float64(day), keyID, got, s.left)
 			}
 		}
 	}
@@ -114,6 +114,20 @@ func TestSweepIdempotency(t *testing.T) {
 	if _, err := db.GetWindows("key"); err != nil {
 		t.Errorf("windows record after sweeps: %v", err)
 	}
+}
+
+// idemRecordsLeft lists keyID's idempotency keys in the store (H, by day),
+// whatever their day, in key order.
+func idemRecordsLeft(t testing.TB, db *DB, keyID string) []string {
+	t.Helper()
+	scope := idemScope(nil, keyID)
+	var out []string
+	for _, k := range allKeys(t, db) {
+		if bytes.HasPrefix(k, scope) && len(k) >= len(scope)+4 {
+			out = append(out, string(k[len(scope)+4:]))
+		}
+	}
+	return out
 }
 
 func TestConfig(t *testing.T) {
@@ -277,7 +291,7 @@ func TestDeleteDatasets(t *testing.T) {
 		commitEvents(t, db.DB, ds, evs...)
 	}
 	b := db.NewBatch()
-	b.AddIdempotency("key", "k", IdemRecord{ID: testID(1), CreatedAt: 1})
+	b.AddIdempotency("key", "k", IdemRecord{ID: testID(1), CreatedAt: time.Now().UnixMilli()})
 	if err := b.Commit(true); err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +398,7 @@ func TestDeleteDatasets(t *testing.T) {
 }
 
 // globalPrefixes are the key prefixes not followed by a dataset number.
-var globalPrefixes = []byte{prefixIdem, prefixWindows, prefixConfig}
+var globalPrefixes = []byte{prefixIdemDay, prefixIdem, prefixWindows, prefixConfig}
 
 func fmtPrefixCounts(m map[byte]int) string {
 	out := ""
@@ -411,41 +425,64 @@ func allKeys(t testing.TB, db *DB) [][]byte {
 	return out
 }
 
-// TestSweepIdempotencyInChunks sweeps more records than one deletion batch
-// holds: every expired one goes, every other stays, and the count is exact.
+// TestSweepIdempotencyInChunks sweeps more records of the layout before
+// the days (I) than one deletion batch holds: every expired one goes, every
+// other stays; once none is left, look-ups stop reading that layout.
 func TestSweepIdempotencyInChunks(t *testing.T) {
 	db := openTestDB(t, "")
+	now := time.Now().UnixMilli()
 	const expired, kept = 2*deleteChunk + 5, 7
-	b := db.NewBatch()
+	recs := map[string]IdemRecord{}
 	for i := range expired + kept {
-		created := int64(100)
+		created := now - 30*hourMs
 		if i >= expired {
-			created = 500
+			created = now - hourMs
 		}
-		b.AddIdempotency("key", fmt.Sprintf("k%06d", i), IdemRecord{ID: testID(uint64(i)), CreatedAt: created})
+		recs[fmt.Sprintf("k%06d", i)] = IdemRecord{ID: testID(uint64(i)), CreatedAt: created}
 	}
-	if err := b.Commit(false); err != nil {
+	db = putLegacyIdem(t, db, "key", recs)
+	if err := db.SweepIdempotency(now - 24*hourMs); err != nil {
 		t.Fatal(err)
 	}
-	b.Close()
-	n, err := db.SweepIdempotency(200)
-	if err != nil || n != expired {
-		t.Fatalf("SweepIdempotency = %d, %v; want %d", n, err, expired)
-	}
-	left := 0
-	it, err := db.Pebble().NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdem}, UpperBound: []byte{prefixIdem + 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for it.First(); it.Valid(); it.Next() {
-		left++
-	}
-	if err := it.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if left != kept {
+	if left := countKeys(t, db.DB, []byte{prefixIdem}, []byte{prefixIdem + 1}); left != kept {
 		t.Errorf("%d records left, want %d", left, kept)
 	}
+	if !db.idemLegacy.Load() {
+		t.Fatal("records of the old layout are left, but look-ups no longer read it")
+	}
+	if r, err := db.GetIdempotency("key", fmt.Sprintf("k%06d", expired)); err != nil || r != recs[fmt.Sprintf("k%06d", expired)] {
+		t.Errorf("a kept record of the old layout: %+v, %v", r, err)
+	}
+	if err := db.SweepIdempotency(now); err != nil {
+		t.Fatal(err)
+	}
+	if left := countKeys(t, db.DB, []byte{prefixIdem}, []byte{prefixIdem + 1}); left != 0 || db.idemLegacy.Load() {
+		t.Errorf("after every old record expired: %d left, still read: %v", left, db.idemLegacy.Load())
+	}
+}
+
+// putLegacyIdem writes records as builds before the day partitions did
+// (I len keyID key) and reopens the store, which then reads that layout.
+func putLegacyIdem(t testing.TB, db testDB, keyID string, recs map[string]IdemRecord) testDB {
+	t.Helper()
+	b := db.Pebble().NewBatch()
+	for key, r := range recs {
+		v := binary.BigEndian.AppendUint64(nil, r.Hash)
+		v = append(v, r.ID[:]...)
+		v = binary.BigEndian.AppendUint64(v, uint64(r.Timestamp))
+		v = binary.BigEndian.AppendUint64(v, uint64(r.CreatedAt))
+		if err := b.Set(legacyIdemKey(nil, keyID, key), v, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db = db.reopen(t)
+	if !db.idemLegacy.Load() {
+		t.Fatal("Open did not see the records of the old layout")
+	}
+	return db
 }
 
 // TestDeleteWhereKeepsKeysWrittenAgain rewrites an expired idempotency key
@@ -453,11 +490,12 @@ func TestSweepIdempotencyInChunks(t *testing.T) {
 // writer using the key anew would: the fresh record stays.
 func TestDeleteWhereKeepsKeysWrittenAgain(t *testing.T) {
 	db := openTestDB(t, "")
+	today := time.Now().UnixMilli() / dayMs * dayMs // one partition, which look-ups read
 	put := func(key string, created int64) {
 		t.Helper()
 		b := db.NewBatch()
 		defer b.Close()
-		b.AddIdempotency("key", key, IdemRecord{ID: testID(uint64(created)), CreatedAt: created})
+		b.AddIdempotency("key", key, IdemRecord{ID: testID(uint64(created)), CreatedAt: today + created})
 		if err := b.Commit(false); err != nil {
 			t.Fatal(err)
 		}
@@ -465,18 +503,18 @@ func TestDeleteWhereKeepsKeysWrittenAgain(t *testing.T) {
 	put("a", 100)
 	put("b", 100)
 	rewritten := false
-	n, err := db.deleteWhere([]byte{prefixIdem}, []byte{prefixIdem + 1}, false, func(k, v []byte) bool {
+	n, err := db.deleteWhere([]byte{prefixIdemDay}, []byte{prefixIdemDay + 1}, false, func(k, v []byte) bool {
 		if !rewritten {
 			rewritten = true
 			put("a", 5000) // used anew between the scan and the deletion
 		}
 		r, err := decodeIdemRecord(v)
-		return err == nil && r.CreatedAt < 200
+		return err == nil && r.CreatedAt < today+200
 	})
 	if err != nil || n != 1 {
 		t.Fatalf("deleteWhere = %d, %v; want 1", n, err)
 	}
-	if r, err := db.GetIdempotency("key", "a"); err != nil || r.CreatedAt != 5000 {
+	if r, err := db.GetIdempotency("key", "a"); err != nil || r.CreatedAt != today+5000 {
 		t.Errorf("a = %+v, %v; want the record written again", r, err)
 	}
 	if _, err := db.GetIdempotency("key", "b"); !errors.Is(err, ErrNotFound) {
@@ -484,8 +522,8 @@ func TestDeleteWhereKeepsKeysWrittenAgain(t *testing.T) {
 	}
 }
 
-// TestBatchKeyFamilies: a batch's records come first, then its Z, N and I
-// keys, each family in the order its events were added (keyFamily). The
+// TestBatchKeyFamilies: a batch's records come first, then its Z, N and H
+// (idempotency) keys, each family in the order its events were added (keyFamily). The
 // displaced events' M and J keys wait for Commit (latemem.go).
 func TestBatchKeyFamilies(t *testing.T) {
 	db := openTestDB(t, "")
@@ -511,7 +549,7 @@ func TestBatchKeyFamilies(t *testing.T) {
 		}
 		got = append(got, k[0])
 	}
-	if want := "SSSZZZNNNIII"; string(got) != want {
+	if want := "SSSZZZNNNHHH"; string(got) != want {
 		t.Errorf("key prefixes in batch order %q, want %q", got, want)
 	}
 }

@@ -205,7 +205,8 @@ func (d *DB) eraseIdempotency(erased map[ID]bool) error {
 	if len(erased) == 0 {
 		return nil
 	}
-	_, err := d.deleteWhere([]byte{prefixIdem}, []byte{prefixIdem + 1}, true, func(_, v []byte) bool {
+	// Both layouts (H, then I): their values are alike.
+	_, err := d.deleteWhere([]byte{prefixIdemDay}, []byte{prefixIdem + 1}, true, func(_, v []byte) bool {
 		var id ID
 		if len(v) == idemRecordLen {
 			copy(id[:], v[8:24])

@@ -2,9 +2,105 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
+
+// Idempotency records are kept by API key and the UTC day they were created:
+// H len keyID day key (idemDayKey). A look-up reads the partitions of today
+// and yesterday, the only ones that can hold a record younger than a day;
+// the sweep deletes each API key's older days with one range deletion.
+//
+// Before, the records were I len keyID key, and the hourly sweep read every
+// record to find the expired ones: at a steady rate of keyed writes each
+// record was read by some 25 sweeps before it was deleted, and each was
+// deleted alone, 4 µs of sweep per keyed event in all (docs/benchmarks.md,
+// session 23), more than storing it. Records in that layout are still read,
+// swept and erased until none is left (idemLegacy).
+
+// IdemRecord is what an idempotency key remembers.
+type IdemRecord struct {
+	Hash      uint64
+	ID        ID
+	Timestamp int64 // the event's time, Unix ms
+	CreatedAt int64 // when the key was first used, Unix ms
+}
+
+const idemRecordLen = 8 + 16 + 8 + 8
+
+// idemDay is the partition of a record created at ms: its UTC day.
+func idemDay(ms int64) uint32 {
+	if ms < 0 {
+		return 0
+	}
+	return uint32(ms / dayMs)
+}
+
+// idemDayRange is what the look-ups read: the partitions of yesterday to
+// today, and to the latest one written if the clock has gone back since.
+type idemDayRange struct{ latest atomic.Uint32 }
+
+// raise notes that day's partition was written.
+func (r *idemDayRange) raise(day uint32) {
+	for {
+		cur := r.latest.Load()
+		if day <= cur || r.latest.CompareAndSwap(cur, day) {
+			return
+		}
+	}
+}
+
+// span is the partitions a look-up at nowMs reads, newest first: hi down
+// to lo.
+func (r *idemDayRange) span(nowMs int64) (hi, lo uint32) {
+	today := idemDay(nowMs)
+	hi = max(today, r.latest.Load())
+	if today > 0 {
+		lo = today - 1
+	}
+	return hi, lo
+}
+
+// openIdempotency notes at Open whether records of the old layout are left
+// and the latest partition written.
+func (d *DB) openIdempotency() error {
+	legacy, err := d.hasKeys(prefixIdem)
+	if err != nil {
+		return err
+	}
+	d.idemLegacy.Store(legacy)
+	return d.eachIdemScope(func(it *pebble.Iterator, scope []byte) error {
+		// The scope's last key holds its latest day.
+		if it.SeekLT(prefixEnd(scope)) && len(it.Key()) >= len(scope)+4 {
+			d.idemDays.raise(binary.BigEndian.Uint32(it.Key()[len(scope):]))
+		}
+		return it.Error()
+	})
+}
+
+// eachIdemScope calls fn with the H len keyID prefix of every API key that
+// has records, one seek each; fn may move the iterator.
+func (d *DB) eachIdemScope(fn func(it *pebble.Iterator, scope []byte) error) error {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemDay}, UpperBound: []byte{prefixIdemDay + 1}})
+	if err != nil {
+		return err
+	}
+	var scope []byte
+	for valid := it.First(); valid; valid = it.SeekGE(prefixEnd(scope)) {
+		k := it.Key()
+		if len(k) < 2 || len(k) < 2+int(k[1]) {
+			return errors.Join(errCorrupt, it.Close())
+		}
+		scope = append(scope[:0], k[:2+int(k[1])]...)
+		if err := fn(it, scope); err != nil {
+			return errors.Join(err, it.Close())
+		}
+	}
+	return errors.Join(it.Error(), it.Close())
+}
 
 // IdemLookup reads many idempotency keys through one Pebble iterator. A
 // Get sets up an iterator over every memtable and level for each key; a
@@ -13,24 +109,45 @@ import (
 // of NewIdemLookup, so a caller creates one per request, after the keys
 // still being committed were set aside.
 type IdemLookup struct {
-	it  *pebble.Iterator
-	key []byte
+	it     *pebble.Iterator
+	hi, lo uint32 // the partitions read (idemDayRange.span)
+	legacy bool   // records of the old layout may be left
+	key    []byte
 }
 
 // NewIdemLookup opens a lookup; Close releases it.
 func (d *DB) NewIdemLookup() (*IdemLookup, error) {
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdem}, UpperBound: []byte{prefixIdem + 1}})
+	// H and I are next to each other: one iterator reads both layouts.
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemDay}, UpperBound: []byte{prefixIdem + 1}})
 	if err != nil {
 		return nil, err
 	}
-	return &IdemLookup{it: it}, nil
+	hi, lo := d.idemDays.span(d.now().UnixMilli())
+	return &IdemLookup{it: it, hi: hi, lo: lo, legacy: d.idemLegacy.Load()}, nil
 }
 
 // Get is GetIdempotency through the lookup's iterator. The store keys
 // whole-key bloom filters (the default Split), so a seek for a key that was
 // never written is usually answered by the filters.
 func (l *IdemLookup) Get(keyID, key string) (IdemRecord, error) {
-	l.key = idemKey(l.key[:0], keyID, key)
+	for day := l.hi; ; day-- {
+		l.key = idemDayKey(l.key[:0], keyID, day, key)
+		if r, err := l.seek(); err != ErrNotFound {
+			return r, err
+		}
+		if day == l.lo {
+			break
+		}
+	}
+	if !l.legacy {
+		return IdemRecord{}, ErrNotFound
+	}
+	l.key = legacyIdemKey(l.key[:0], keyID, key)
+	return l.seek()
+}
+
+// seek reads the record at l.key.
+func (l *IdemLookup) seek() (IdemRecord, error) {
 	if !l.it.SeekPrefixGE(l.key) || !bytes.Equal(l.it.Key(), l.key) {
 		if err := l.it.Error(); err != nil {
 			return IdemRecord{}, err
@@ -46,3 +163,70 @@ func (l *IdemLookup) Get(keyID, key string) (IdemRecord, error) {
 
 // Close releases the iterator.
 func (l *IdemLookup) Close() error { return l.it.Close() }
+
+// GetIdempotency reads a remembered idempotency key created since the start
+// of yesterday (or left in the old layout), ErrNotFound if none.
+func (d *DB) GetIdempotency(keyID, key string) (IdemRecord, error) {
+	l, err := d.NewIdemLookup()
+	if err != nil {
+		return IdemRecord{}, err
+	}
+	r, err := l.Get(keyID, key)
+	if cerr := l.Close(); cerr != nil {
+		return IdemRecord{}, cerr
+	}
+	return r, err
+}
+
+func decodeIdemRecord(v []byte) (IdemRecord, error) {
+	if len(v) != idemRecordLen {
+		return IdemRecord{}, errCorrupt
+	}
+	var r IdemRecord
+	r.Hash = binary.BigEndian.Uint64(v)
+	copy(r.ID[:], v[8:24])
+	r.Timestamp = int64(binary.BigEndian.Uint64(v[24:]))
+	r.CreatedAt = int64(binary.BigEndian.Uint64(v[32:]))
+	return r, nil
+}
+
+// SweepIdempotency deletes the idempotency records of the days before
+// cutoffMs's, with one range deletion per API key, and the records of the
+// old layout created before cutoffMs. Records of cutoffMs's own day that
+// are older than it stay until the next day's sweep; a look-up compares a
+// record's age anyway (actors.IdempotencyLive).
+func (d *DB) SweepIdempotency(cutoffMs int64) error {
+	cut := idemDay(cutoffMs)
+	b := d.db.NewBatch()
+	defer b.Close()
+	err := d.eachIdemScope(func(it *pebble.Iterator, scope []byte) error {
+		// The scope's first key is its oldest day.
+		if len(it.Key()) < len(scope)+4 || binary.BigEndian.Uint32(it.Key()[len(scope):]) >= cut {
+			return nil
+		}
+		lo := append(append([]byte(nil), scope...), 0, 0, 0, 0)
+		return b.DeleteRange(lo, binary.BigEndian.AppendUint32(append([]byte(nil), scope...), cut), nil)
+	})
+	if err != nil {
+		return err
+	}
+	if !b.Empty() {
+		if err := d.commit(b, pebble.NoSync); err != nil {
+			return err
+		}
+	}
+	if !d.idemLegacy.Load() {
+		return nil
+	}
+	if _, err := d.deleteWhere([]byte{prefixIdem}, []byte{prefixIdem + 1}, false, func(_, v []byte) bool {
+		return len(v) == idemRecordLen && int64(binary.BigEndian.Uint64(v[32:])) < cutoffMs
+	}); err != nil {
+		return err
+	}
+	// Nothing writes the old layout any more: once it is empty, it stays so.
+	left, err := d.hasKeys(prefixIdem)
+	if err == nil && !left {
+		d.idemLegacy.Store(false)
+	}
+	return err
+}

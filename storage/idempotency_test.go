@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // TestIdemLookup: the lookup answers as GetIdempotency does, for stored
@@ -10,10 +11,11 @@ import (
 // the memtable and after a flush.
 func TestIdemLookup(t *testing.T) {
 	db := openTestDB(t, "")
+	now := time.Now().UnixMilli()
 	bt := db.NewBatch()
-	bt.AddIdempotency("key_1", "msg-10", IdemRecord{Hash: 10, ID: testID(10), Timestamp: 100, CreatedAt: 1000})
-	bt.AddIdempotency("key_1", "msg-2", IdemRecord{Hash: 2, ID: testID(2), Timestamp: 200, CreatedAt: 2000})
-	bt.AddIdempotency("key_2", "msg-1", IdemRecord{Hash: 21, CreatedAt: 3000})
+	bt.AddIdempotency("key_1", "msg-10", IdemRecord{Hash: 10, ID: testID(10), Timestamp: 100, CreatedAt: now - 1000})
+	bt.AddIdempotency("key_1", "msg-2", IdemRecord{Hash: 2, ID: testID(2), Timestamp: 200, CreatedAt: now - 2000})
+	bt.AddIdempotency("key_2", "msg-1", IdemRecord{Hash: 21, CreatedAt: now - 3000})
 	if err := bt.Commit(true); err != nil {
 		t.Fatal(err)
 	}
@@ -54,4 +56,64 @@ func TestIdemLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("sstable")
+}
+
+// TestIdemLookupDays: look-ups read the partitions of today and yesterday,
+// the newest first, and a later one written while the clock was ahead; the
+// layout before the partitions only while records of it are left.
+func TestIdemLookupDays(t *testing.T) {
+	db := openTestDB(t, "")
+	now := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	db.now = func() time.Time { return now }
+	ms := now.UnixMilli()
+	put := func(key string, createdMs int64) {
+		t.Helper()
+		b := db.NewBatch()
+		defer b.Close()
+		b.AddIdempotency("key", key, IdemRecord{Hash: uint64(createdMs), CreatedAt: createdMs})
+		if err := b.Commit(false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("today", ms-hourMs)
+	put("yesterday", ms-23*hourMs)
+	put("two days ago", ms-49*hourMs) // older than any live record: not read
+	put("again", ms-30*hourMs)        // used again today: today's record answers
+	put("again", ms-2*hourMs)
+	check := func(phase string, want map[string]int64) {
+		t.Helper()
+		for key, created := range want {
+			r, err := db.GetIdempotency("key", key)
+			switch {
+			case created == 0 && !errors.Is(err, ErrNotFound):
+				t.Errorf("%s: %q = %+v, %v; want not found", phase, key, r, err)
+			case created != 0 && (err != nil || r.CreatedAt != created):
+				t.Errorf("%s: %q = %+v, %v; want the record created at %d", phase, key, r, err, created)
+			}
+		}
+	}
+	check("now", map[string]int64{"today": ms - hourMs, "yesterday": ms - 23*hourMs, "two days ago": 0, "again": ms - 2*hourMs, "never": 0})
+
+	// The clock goes back across midnight, after a record was written
+	// tomorrow: look-ups read tomorrow's partition too, also once reopened.
+	put("tomorrow", ms+20*hourMs)
+	check("clock back", map[string]int64{"tomorrow": ms + 20*hourMs, "today": ms - hourMs})
+	db = db.reopen(t)
+	db.now = func() time.Time { return now }
+	check("reopened", map[string]int64{"tomorrow": ms + 20*hourMs, "yesterday": ms - 23*hourMs})
+
+	// Records of the layout before the partitions, read until none is left.
+	db = putLegacyIdem(t, db, "key", map[string]IdemRecord{"old": {Hash: 7, CreatedAt: ms - 30*hourMs}})
+	db.now = func() time.Time { return now }
+	check("old layout", map[string]int64{"old": ms - 30*hourMs, "today": ms - hourMs})
+	if err := db.SweepIdempotency(ms - 24*hourMs); err != nil {
+		t.Fatal(err)
+	}
+	check("old layout swept", map[string]int64{"old": 0, "today": ms - hourMs, "yesterday": ms - 23*hourMs})
+	if got := idemRecordsLeft(t, db.DB, "key"); len(got) != 5 { // again twice, today, yesterday, tomorrow
+		t.Errorf("records left after the sweep: %q; want all but the one of two days ago", got)
+	}
+	if db.idemLegacy.Load() {
+		t.Error("look-ups still read the old layout after its last record was swept")
+	}
 }

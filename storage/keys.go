@@ -16,10 +16,13 @@ const (
 	prefixDisplacedMark = 'M'
 	prefixDisplacedName = 'J'
 	prefixCounter       = 'C'
-	prefixIdem          = 'I'
-	prefixWindows       = 'R'
-	prefixConfig        = 'X'
-	datasetPrefLen      = 5 // prefix byte + uint32 dataset
+	// Idempotency records by API key and day (idempotency.go); I is the
+	// layout before the days, still read until its records expire.
+	prefixIdemDay  = 'H'
+	prefixIdem     = 'I'
+	prefixWindows  = 'R'
+	prefixConfig   = 'X'
+	datasetPrefLen = 5 // prefix byte + uint32 dataset
 
 	// Webhooks and usage alerts (outbox.go); none starts with a dataset.
 	prefixOutbox   = 'O'
@@ -127,7 +130,23 @@ func counterPrefix(dst []byte, ds uint32, name string, level byte) []byte {
 	return append(dst, level)
 }
 
-func idemKey(dst []byte, keyID, key string) []byte {
+// idemDayKey is H len keyID day key: one API key's idempotency records by
+// the UTC day they were created (idempotency.go).
+func idemDayKey(dst []byte, keyID string, day uint32, key string) []byte {
+	dst = idemScope(dst, keyID)
+	dst = binary.BigEndian.AppendUint32(dst, day)
+	return append(dst, key...)
+}
+
+// idemScope is H len keyID, the prefix of one API key's idempotency records.
+func idemScope(dst []byte, keyID string) []byte {
+	dst = append(dst, prefixIdemDay, byte(len(keyID)))
+	return append(dst, keyID...)
+}
+
+// legacyIdemKey is I len keyID key, an idempotency record's key before
+// the records were kept by day.
+func legacyIdemKey(dst []byte, keyID, key string) []byte {
 	dst = append(dst, prefixIdem, byte(len(keyID)))
 	dst = append(dst, keyID...)
 	return append(dst, key...)

@@ -174,9 +174,9 @@ func TestIdemKeyDistinct(t *testing.T) {
 	pairs := [][2]string{{"k", "ab"}, {"ka", "b"}, {"kab", ""}, {"", "kab"}}
 	seen := map[string][2]string{}
 	for _, p := range pairs {
-		k := string(idemKey(nil, p[0], p[1]))
+		k := string(idemDayKey(nil, p[0], 7, p[1]))
 		if prev, ok := seen[k]; ok {
-			t.Errorf("idemKey%q == idemKey%q", p, prev)
+			t.Errorf("idemDayKey%q == idemDayKey%q", p, prev)
 		}
 		seen[k] = p
 	}

@@ -89,7 +89,7 @@ func TestFlushedTablesMoved(t *testing.T) {
 	}
 	keyIDs := []string{"key_a", "key_b"}
 	for _, k := range keyIDs {
-		groups = append(groups, idemKey(nil, k, ""))
+		groups = append(groups, idemScope(nil, k))
 	}
 	for round := range 3 {
 		// About 4 MB of records in one flush, more than 2 MB compressed
@@ -126,11 +126,11 @@ func TestFlushedTablesMoved(t *testing.T) {
 			kind, below := log.fromL0(t, mark, g)
 			switch {
 			case round == 0:
-			case g[0] == prefixIdem && below:
+			case g[0] == prefixIdemDay && below:
 				// Pebble may take a small table out of L0 with its
 				// neighbour (the derived log's), but nothing below.
 				t.Errorf("flush %d: the %q table left L0 with tables below it (a %q compaction)", round+1, g, kind)
-			case g[0] != prefixIdem && kind != "move":
+			case g[0] != prefixIdemDay && kind != "move":
 				t.Errorf("flush %d: the %q table left L0 by a %q compaction, want a move", round+1, g, kind)
 			}
 		}

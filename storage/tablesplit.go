@@ -33,7 +33,7 @@ import (
 // The shares come from the derived checkpoints (observe), which already
 // hold each interval's counts per dataset and name.
 //
-// Idempotency keys (I len keyID key) are split the same way by API key:
+// Idempotency keys (H len keyID day key) are split the same way by API key:
 // a Segment source's SDK sends time-ordered messageIds, so one key's grow
 // at their end too. Commits count them per API key (countIdem), and a key
 // with 1/32 of the recent keyed writes gets tables of its own: with four
@@ -175,7 +175,7 @@ func (t *tableSplits) busy() *[]keyRange {
 			continue
 		}
 		if g.keyID != "" {
-			p := idemKey(nil, g.keyID, "")
+			p := idemScope(nil, g.keyID)
 			rs = append(rs, keyRange{p, prefixEnd(p)})
 			continue
 		}

@@ -25,7 +25,7 @@ func TestTableSplitsPolicy(t *testing.T) {
 	ts := newTableSplits()
 	click := namePrefix(nil, 1, "click")
 	rec1 := appendDataset(nil, prefixRecord, 1)
-	keyA := idemKey(nil, "key_a", "")
+	keyA := idemScope(nil, "key_a")
 	ts.ranges.Store(&[]keyRange{
 		{keyA, prefixEnd(keyA)},
 		{click, prefixEnd(click)},
@@ -35,9 +35,9 @@ func TestTableSplitsPolicy(t *testing.T) {
 		name       string
 		start, end []byte
 	}{
-		{"idempotency keys of a shorter key id", idemKey(nil, "k_1", "m"), keyA},
-		{"the busy key id's idempotency keys", idemKey(nil, "key_a", "node-next-1"), prefixEnd(keyA)},
-		{"a later key id's", idemKey(nil, "key_b", "m"), []byte{prefixIdem + 1}},
+		{"idempotency keys of a shorter key id", idemDayKey(nil, "k_1", 20000, "m"), keyA},
+		{"the busy key id's idempotency keys", idemDayKey(nil, "key_a", 20000, "node-next-1"), prefixEnd(keyA)},
+		{"a later key id's", idemDayKey(nil, "key_b", 20000, "m"), []byte{prefixIdemDay + 1}},
 		{"a name before the busy one", nameKey(nil, 1, "a", 5, ID{}), click},
 		{"the busy name's first key", click, prefixEnd(click)},
 		{"in the busy name", nameKey(nil, 1, "click", 5, ID{}), prefixEnd(click)},
@@ -127,7 +127,7 @@ func TestTableSplitsIdem(t *testing.T) {
 	ts.countIdem([]idemCount{{"key_a", 40}, {"", 1000}}) // no key id: not a group (it would be dataset 0's)
 	ts.observe(testOverlay(map[seriesKey]int64{minute(1, ""): 1000}), time.Unix(1_000_000, 0))
 	got := *ts.ranges.Load()
-	keyA := idemKey(nil, "key_a", "")
+	keyA := idemScope(nil, "key_a")
 	if len(got) != 4 || !bytes.Equal(got[0].lo, keyA) || !bytes.Equal(got[0].hi, prefixEnd(keyA)) {
 		t.Fatalf("ranges %q, want key_a's idempotency keys (2 of 102 for key_b is short of 1/32) and dataset 1's M, S and Z", got)
 	}
