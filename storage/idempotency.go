@@ -102,67 +102,81 @@ func (d *DB) eachIdemScope(fn func(it *pebble.Iterator, scope []byte) error) err
 	return errors.Join(it.Error(), it.Close())
 }
 
-// IdemLookup reads many idempotency keys through one Pebble iterator. A
-// Get sets up an iterator over every memtable and level for each key; a
-// batch of 100 messages that each carry a key (Segment's messageId, an
-// import line's idempotency_key) pays that once here. It sees the store as
-// of NewIdemLookup, so a caller creates one per request, after the keys
+// IdemLookup reads many idempotency keys through one Pebble iterator per
+// day partition. A Get sets up an iterator over every memtable and level
+// for each key; a batch of 100 messages that each carry a key (Segment's
+// messageId, an import line's idempotency_key) pays that once here. One
+// iterator per day keeps each one's seeks in the order of the keys, which
+// lets Pebble step from the last position instead of seeking afresh when
+// the keys come in order (an SDK's time-ordered messageIds). It sees the
+// store as of NewIdemLookup or later (a partition's iterator is opened at
+// its first seek), so a caller creates one per request, after the keys
 // still being committed were set aside.
 type IdemLookup struct {
-	it     *pebble.Iterator
-	hi, lo uint32 // the partitions read (idemDayRange.span)
-	legacy bool   // records of the old layout may be left
+	db     *DB
+	hi, lo uint32             // the partitions read (idemDayRange.span)
+	days   []*pebble.Iterator // by hi-day, opened on first use
+	old    *pebble.Iterator   // the layout before the days, when records of it may be left
+	legacy bool
 	key    []byte
 }
 
 // NewIdemLookup opens a lookup; Close releases it.
 func (d *DB) NewIdemLookup() (*IdemLookup, error) {
-	// H and I are next to each other: one iterator reads both layouts.
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemDay}, UpperBound: []byte{prefixIdem + 1}})
-	if err != nil {
-		return nil, err
-	}
 	hi, lo := d.idemDays.span(d.now().UnixMilli())
-	return &IdemLookup{it: it, hi: hi, lo: lo, legacy: d.idemLegacy.Load()}, nil
+	return &IdemLookup{db: d, hi: hi, lo: lo, days: make([]*pebble.Iterator, hi-lo+1), legacy: d.idemLegacy.Load()}, nil
 }
 
-// Get is GetIdempotency through the lookup's iterator. The store keys
-// whole-key bloom filters (the default Split), so a seek for a key that was
-// never written is usually answered by the filters.
+// Get is GetIdempotency through the lookup's iterators, the newest day
+// first. The store keys whole-key bloom filters (the default Split), so a
+// seek for a key that was never written is usually answered by the
+// filters.
 func (l *IdemLookup) Get(keyID, key string) (IdemRecord, error) {
-	for day := l.hi; ; day-- {
-		l.key = idemDayKey(l.key[:0], keyID, day, key)
-		if r, err := l.seek(); err != ErrNotFound {
+	for i := range l.days {
+		l.key = idemDayKey(l.key[:0], keyID, l.hi-uint32(i), key)
+		if r, err := l.seek(&l.days[i], prefixIdemDay); err != ErrNotFound {
 			return r, err
-		}
-		if day == l.lo {
-			break
 		}
 	}
 	if !l.legacy {
 		return IdemRecord{}, ErrNotFound
 	}
 	l.key = legacyIdemKey(l.key[:0], keyID, key)
-	return l.seek()
+	return l.seek(&l.old, prefixIdem)
 }
 
-// seek reads the record at l.key.
-func (l *IdemLookup) seek() (IdemRecord, error) {
-	if !l.it.SeekPrefixGE(l.key) || !bytes.Equal(l.it.Key(), l.key) {
-		if err := l.it.Error(); err != nil {
+// seek reads the record at l.key through *it, opened over prefix's keys if
+// it is not yet.
+func (l *IdemLookup) seek(it **pebble.Iterator, prefix byte) (IdemRecord, error) {
+	if *it == nil {
+		var err error
+		if *it, err = l.db.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}}); err != nil {
+			return IdemRecord{}, err
+		}
+	}
+	if !(*it).SeekPrefixGE(l.key) || !bytes.Equal((*it).Key(), l.key) {
+		if err := (*it).Error(); err != nil {
 			return IdemRecord{}, err
 		}
 		return IdemRecord{}, ErrNotFound
 	}
-	v, err := l.it.ValueAndErr()
+	v, err := (*it).ValueAndErr()
 	if err != nil {
 		return IdemRecord{}, err
 	}
 	return decodeIdemRecord(v)
 }
 
-// Close releases the iterator.
-func (l *IdemLookup) Close() error { return l.it.Close() }
+// Close releases the iterators.
+func (l *IdemLookup) Close() error {
+	var errs []error
+	for _, it := range append(l.days, l.old) {
+		if it != nil {
+			errs = append(errs, it.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // GetIdempotency reads a remembered idempotency key created since the start
 // of yesterday (or left in the old layout), ErrNotFound if none.
