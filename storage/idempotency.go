@@ -218,8 +218,7 @@ func (d *DB) SweepIdempotency(cutoffMs int64) error {
 		if len(it.Key()) < len(scope)+4 || binary.BigEndian.Uint32(it.Key()[len(scope):]) >= cut {
 			return nil
 		}
-		lo := append(append([]byte(nil), scope...), 0, 0, 0, 0)
-		return b.DeleteRange(lo, binary.BigEndian.AppendUint32(append([]byte(nil), scope...), cut), nil)
+		return b.DeleteRange(scope, binary.BigEndian.AppendUint32(append([]byte(nil), scope...), cut), nil)
 	})
 	if err != nil {
 		return err
