@@ -371,3 +371,35 @@ func BenchmarkListLateMemory(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSweepIdempotency sweeps a store of 500,000 idempotency records
+// of one API key spread over two days, as the hourly sweep does: each
+// sweep seeks to the key's oldest record and deletes the day before the
+// cutoff's with one range deletion, however many records it holds (the
+// sweep before the day partitions read all of them: docs/benchmarks.md,
+// session 23).
+func BenchmarkSweepIdempotency(b *testing.B) {
+	db := openTestDB(b, "")
+	const stored = 500_000
+	day := time.Now().UnixMilli()/dayMs - 1
+	for i := 0; i < stored; i += 1000 {
+		bt := db.NewBatch()
+		for j := i; j < i+1000; j++ {
+			created := day*dayMs + int64(j)*2*dayMs/stored
+			bt.AddIdempotency("key_1", fmt.Sprintf("node-next-%013d-%06d", created, j), IdemRecord{Hash: uint64(j), CreatedAt: created})
+		}
+		if err := bt.Commit(false); err != nil {
+			b.Fatal(err)
+		}
+		bt.Close()
+	}
+	if err := db.Pebble().Flush(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := db.SweepIdempotency((day + 1) * dayMs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/stored, "ns/record-held")
+}
