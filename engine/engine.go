@@ -213,12 +213,13 @@ func Open(cfg Config) (*Engine, error) {
 }
 
 // background persists rate-limit windows every few seconds, forgets old
-// idempotency keys and applies retention hourly (and once at start).
+// idempotency keys and applies retention hourly (and once at start, so
+// that a process restarted more often than hourly still does).
 func (e *Engine) background() {
 	defer e.wg.Done()
 	persist := time.NewTicker(5 * time.Second)
 	sweep := time.NewTicker(time.Hour)
-	e.expire(time.Now())
+	e.sweep(time.Now())
 	defer persist.Stop()
 	defer sweep.Stop()
 	for {
@@ -237,12 +238,17 @@ func (e *Engine) background() {
 			}
 			e.keys.PersistAll()
 		case <-sweep.C:
-			e.expire(time.Now())
-			cutoff := time.Now().Add(-actors.IdempotencyTTL).UnixMilli()
-			if err := e.db.SweepIdempotency(cutoff); err != nil {
-				e.log.Error("sweep idempotency keys", "err", err)
-			}
+			e.sweep(time.Now())
 		}
+	}
+}
+
+// sweep applies every project's retention and deletes the days of
+// idempotency records that are all past their 24 hours.
+func (e *Engine) sweep(now time.Time) {
+	e.expire(now)
+	if err := e.db.SweepIdempotency(now.Add(-actors.IdempotencyTTL).UnixMilli()); err != nil {
+		e.log.Error("sweep idempotency keys", "err", err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine/event"
 	"github.com/eventd/eventd/storage"
@@ -75,4 +77,54 @@ func TestImportLegacyHash(t *testing.T) {
 			t.Errorf("%s: %+v; want %d duplicates, %d rejected", tc.line, res, tc.dups, tc.conflicts)
 		}
 	}
+}
+
+// TestOpenSweepsIdempotencyKeys: the engine sweeps once at start, so a
+// store reopened more often than hourly still loses the days of
+// idempotency records past their 24 hours.
+func TestOpenSweepsIdempotencyKeys(t *testing.T) {
+	dir := t.TempDir()
+	db, err := storage.Open(dir, storage.Options{}) // no engine yet: no sweep
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	created := time.Now().Add(-3 * 24 * time.Hour).UnixMilli()
+	b.AddIdempotency("key", "old", storage.IdemRecord{Hash: 1, ID: storage.IDAt(created), Timestamp: created, CreatedAt: created})
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := Open(Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	// The start's sweep runs beside Open's callers; wait for it, boundedly.
+	for deadline := time.Now().Add(30 * time.Second); idempotencyRecords(t, e) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the record of three days ago is still stored 30 s after the start")
+		}
+	}
+}
+
+// idempotencyRecords counts the store's idempotency records, whatever
+// their day.
+func idempotencyRecords(t *testing.T, e *Engine) int {
+	t.Helper()
+	it, err := e.db.Pebble().NewIter(&pebble.IterOptions{LowerBound: []byte{'H'}, UpperBound: []byte{'J'}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		n++
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
