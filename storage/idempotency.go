@@ -17,8 +17,8 @@ import (
 // Before, the records were I len keyID key, and the hourly sweep read every
 // record to find the expired ones: at a steady rate of keyed writes each
 // record was read by some 25 sweeps before it was deleted, and each was
-// deleted alone, 4 µs of sweep per keyed event in all (docs/benchmarks.md,
-// session 23), more than storing it. Records in that layout are still read,
+// deleted alone, 4-7.5 µs of sweep per keyed event in all
+// (docs/benchmarks.md, session 23), more than storing it. Records in that layout are still read,
 // swept and erased until none is left (idemLegacy).
 
 // IdemRecord is what an idempotency key remembers.
