@@ -244,8 +244,13 @@ func (e *Engine) background() {
 }
 
 // sweep applies every project's retention and deletes the days of
-// idempotency records that are all past their 24 hours.
+// idempotency records that are all past their 24 hours. A read-only store
+// (a start on a full volume) can delete nothing: it sweeps once it runs
+// read-write again, at that start.
 func (e *Engine) sweep(now time.Time) {
+	if e.cfg.ReadOnly {
+		return
+	}
 	e.expire(now)
 	if err := e.db.SweepIdempotency(now.Add(-actors.IdempotencyTTL).UnixMilli()); err != nil {
 		e.log.Error("sweep idempotency keys", "err", err)

@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,8 +86,45 @@ func TestImportLegacyHash(t *testing.T) {
 // store reopened more often than hourly still loses the days of
 // idempotency records past their 24 hours.
 func TestOpenSweepsIdempotencyKeys(t *testing.T) {
+	dir := storeWithOldIdempotencyDay(t)
+	e, err := Open(Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	// The start's sweep runs beside Open's callers; wait for it, boundedly.
+	for deadline := time.Now().Add(30 * time.Second); idempotencyRecords(t, e) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the record of three days ago is still stored 30 s after the start")
+		}
+	}
+}
+
+// TestSweepReadOnly: a read-only engine (a start on a full volume) can
+// delete nothing, so its sweep neither tries nor logs an error for it.
+func TestSweepReadOnly(t *testing.T) {
+	dir := storeWithOldIdempotencyDay(t)
+	logs := &lockedBuffer{}
+	e, err := Open(Config{DataDir: dir, ReadOnly: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Close() })
+	e.sweep(time.Now())
+	if n := idempotencyRecords(t, e); n != 1 {
+		t.Errorf("%d idempotency records after a read-only sweep, want the 1 stored", n)
+	}
+	if l := logs.String(); strings.Contains(l, "level=ERROR") {
+		t.Errorf("the read-only sweep logged an error:\n%s", l)
+	}
+}
+
+// storeWithOldIdempotencyDay is a store, written without an engine (so
+// nothing swept it), that holds one idempotency record of three days ago.
+func storeWithOldIdempotencyDay(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
-	db, err := storage.Open(dir, storage.Options{}) // no engine yet: no sweep
+	db, err := storage.Open(dir, storage.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,17 +138,26 @@ func TestOpenSweepsIdempotencyKeys(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e, err := Open(Config{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close() })
-	// The start's sweep runs beside Open's callers; wait for it, boundedly.
-	for deadline := time.Now().Add(30 * time.Second); idempotencyRecords(t, e) != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the record of three days ago is still stored 30 s after the start")
-		}
-	}
+	return dir
+}
+
+// lockedBuffer is a log destination the engine's goroutines and the test
+// share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // idempotencyRecords counts the store's idempotency records, whatever
