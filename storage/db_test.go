@@ -123,7 +123,7 @@ func idemRecordsLeft(t testing.TB, db *DB, keyID string) []string {
 	scope := idemScope(nil, keyID)
 	var out []string
 	for _, k := range allKeys(t, db) {
-		if bytes.HasPrefix(k, scope) && len(k) >= len(scope)+4 {
+		if _, ok := keyDay(k, scope); ok && bytes.HasPrefix(k, scope) {
 			out = append(out, string(k[len(scope)+4:]))
 		}
 	}

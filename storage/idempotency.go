@@ -74,11 +74,21 @@ func (d *DB) openIdempotency() error {
 	d.idemLegacy.Store(legacy)
 	return d.eachIdemScope(func(it *pebble.Iterator, scope []byte) error {
 		// The scope's last key holds its latest day.
-		if it.SeekLT(prefixEnd(scope)) && len(it.Key()) >= len(scope)+4 {
-			d.idemDays.raise(binary.BigEndian.Uint32(it.Key()[len(scope):]))
+		if it.SeekLT(prefixEnd(scope)) {
+			if day, ok := keyDay(it.Key(), scope); ok {
+				d.idemDays.raise(day)
+			}
 		}
 		return it.Error()
 	})
+}
+
+// keyDay is the day of key, a record of scope (H len keyID).
+func keyDay(key, scope []byte) (uint32, bool) {
+	if len(key) < len(scope)+4 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(key[len(scope):]), true
 }
 
 // eachIdemScope calls fn with the H len keyID prefix of every API key that
@@ -215,7 +225,7 @@ func (d *DB) SweepIdempotency(cutoffMs int64) error {
 	defer b.Close()
 	err := d.eachIdemScope(func(it *pebble.Iterator, scope []byte) error {
 		// The scope's first key is its oldest day.
-		if len(it.Key()) < len(scope)+4 || binary.BigEndian.Uint32(it.Key()[len(scope):]) >= cut {
+		if day, ok := keyDay(it.Key(), scope); !ok || day >= cut {
 			return nil
 		}
 		return b.DeleteRange(scope, binary.BigEndian.AppendUint32(append([]byte(nil), scope...), cut), nil)
