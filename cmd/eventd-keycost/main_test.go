@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -44,6 +45,21 @@ func TestRunCountsEachKey(t *testing.T) {
 	for name, v := range variants {
 		if v.about == "" {
 			t.Errorf("variant %s has no description", name)
+		}
+	}
+}
+
+// TestMessageIDs checks the generators against the formats they stand for
+// (fmt is what they replace: its cost counted in every variant's CPU).
+func TestMessageIDs(t *testing.T) {
+	for _, k := range []uint64{0, 1, 42, 1 << 40, ^uint64(0) - 1} {
+		h1, h2 := k*0x9E3779B97F4A7C15, (k+1)*0xC2B2AE3D27D4EB4F
+		uuid := fmt.Sprintf("%08x-%04x-4%03x-a%03x-%012x", uint32(h1), uint16(h1>>32), uint16(h1>>48)&0xfff, uint16(h2)&0xfff, h2>>16)
+		if got := uuidMessageID(k, 0); got != uuid {
+			t.Errorf("uuidMessageID(%d) = %q, want %q", k, got, uuid)
+		}
+		if got, want := segmentMessageID(k, 1768473000123), "node-next-1768473000123-"+uuid; got != want {
+			t.Errorf("segmentMessageID(%d) = %q, want %q", k, got, want)
 		}
 	}
 }
