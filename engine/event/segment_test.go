@@ -121,6 +121,7 @@ func TestSegmentEventName(t *testing.T) {
 	}{
 		{`"signup"`, "signup", ""},
 		{`"Order Completed"`, "Order_Completed", `"Order Completed"`},
+		{`"Order Cancelled"`, "Order_Cancelled", `"Order Cancelled"`}, // as long as the one before
 		{`"Order  -- Completed!"`, "Order_Completed", `"Order  -- Completed!"`},
 		{`"  Café  Ordered!! "`, "Caf_Ordered", `"  Café  Ordered!! "`},
 		{`"😀 smile"`, "smile", `"😀 smile"`},
@@ -155,6 +156,33 @@ func TestSegmentEventName(t *testing.T) {
 		}
 	}
 	segReject(t, `{"userId":"u1"}`, SegmentTrack, map[string]string{"event": "is required"})
+
+	// In a batch a name is normalized once and reused by the messages that
+	// follow with the same name as sent: each name twice in a row, then the
+	// whole table again, so every message follows another name.
+	var msgs []string
+	var want []int
+	for round := 0; round < 2; round++ {
+		for i, tt := range tests {
+			for rep := 0; rep <= 1-round; rep++ {
+				msgs = append(msgs, `{"type":"track","event":`+tt.event+`,"userId":"u1"}`)
+				want = append(want, i)
+			}
+		}
+	}
+	for j, m := range segBatch(t, `{"batch":[`+strings.Join(msgs, ",")+`]}`) {
+		tt := tests[want[j]]
+		if tt.name == "" {
+			if m.Problem == nil {
+				t.Errorf("batch message %d (event %.40s) accepted", j, tt.event)
+			}
+			continue
+		}
+		if m.Problem != nil || m.Input.Name != tt.name || prop(m, "$event_name") != tt.eventName {
+			t.Errorf("batch message %d (event %.40s): name %q, $event_name %s, problem %v; want %q, %s",
+				j, tt.event, m.Input.Name, prop(m, "$event_name"), m.Problem, tt.name, tt.eventName)
+		}
+	}
 }
 
 func TestSegmentTypeMapping(t *testing.T) {
