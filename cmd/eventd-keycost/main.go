@@ -191,7 +191,14 @@ var variants = map[string]variant{
 		binary.BigEndian.PutUint64(b[10:], h2)
 		return string(b[:])
 	}, hashedKey: true},
-	"idemUUID":            {about: "today's store, each event with a UUID v4 as idempotency key, as analytics-go and the mobile SDKs send (random, not ordered by time)", idem: uuidMessageID},
+	"idemUUID": {about: "today's store, each event with a UUID v4 as idempotency key, as analytics-go and the mobile SDKs send (random, not ordered by time)", idem: uuidMessageID},
+	"idemUUIDBin": {about: "as idemUUID, each UUID stored as its 16 bytes instead of its 36 characters", idem: func(k uint64, _ int64) string {
+		h1, h2 := k*0x9E3779B97F4A7C15, (k+1)*0xC2B2AE3D27D4EB4F
+		var b [16]byte
+		binary.BigEndian.PutUint64(b[:], h1)
+		binary.BigEndian.PutUint64(b[8:], h2)
+		return string(b[:])
+	}},
 	"idemBench":           {about: "today's store, each event with the bench's idempotency key (node-next-1764000000000-<n>)", idem: func(k uint64, _ int64) string { return "node-next-1764000000000-" + strconv.FormatUint(k, 10) }},
 	"unsplit":             {about: "flushed and compacted tables not split where the key prefix changes (before session 10)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.Experimental.SpanPolicyFunc = nil }}},
 	"splitDs":             {about: "tables split where the dataset changes too", exp: storage.Experiment{Pebble: splitAtDatasets}},
