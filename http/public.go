@@ -147,7 +147,7 @@ func (s *Server) startWrite(ctx *fasthttp.RequestCtx, kind ratelimit.Kind, limit
 	if w.p = s.authenticate(ctx); w.p == nil {
 		return false
 	}
-	now := time.Now()
+	now := ctx.Time() // the request's start, as the route's clock
 	w.receivedAt = now.UnixMilli()
 	w.fail = checkOrigin(ctx, w.p)
 	if w.fail == nil {

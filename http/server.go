@@ -260,7 +260,9 @@ func validRequestID(id []byte) bool {
 func (s *Server) route(name string, h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	rm := s.routeMetrics(name)
 	return func(ctx *fasthttp.RequestCtx) {
-		start := time.Now()
+		// fasthttp stamps the request just before its handler: a clock
+		// read costs 77 ns on the VMs measured (docs/benchmarks.md).
+		start := ctx.Time()
 		s.inflight.Add(1)
 		// Keep header names as the spec writes them (X-RateLimit-Limit, not X-Ratelimit-Limit).
 		ctx.Response.Header.DisableNormalizing()
