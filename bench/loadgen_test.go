@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -408,6 +409,39 @@ func TestTemplateNames(t *testing.T) {
 	}
 	if got := string(NewTemplate(`{n}-{name}-{n}`).AppendTo(nil, 3)); got != "3-"+BackfillName(3)+"-3" {
 		t.Errorf("AppendTo = %s", got)
+	}
+}
+
+// TestTemplateUUIDs: "{uuid}" is a UUID v4 made from n, the same in
+// AppendTo and AppendBody, different for every n and not in n's order.
+func TestTemplateUUIDs(t *testing.T) {
+	tm := NewTemplate(`{"messageId":"{uuid}","userId":"v_{n}"}`)
+	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-a[0-9a-f]{3}-[0-9a-f]{12}$`)
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	seen := map[string]bool{}
+	sorted := true
+	prev := ""
+	for i := range uint64(1000) {
+		body := tm.AppendTo(nil, i)
+		req.ResetBody()
+		tm.AppendBody(req, i)
+		if string(req.Body()) != string(body) {
+			t.Fatalf("AppendBody = %s, AppendTo = %s", req.Body(), body)
+		}
+		var m struct{ MessageID, UserID string }
+		if err := json.Unmarshal(body, &m); err != nil || m.UserID != fmt.Sprint("v_", i) || !uuid.MatchString(m.MessageID) {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if seen[m.MessageID] {
+			t.Fatalf("%s twice", m.MessageID)
+		}
+		seen[m.MessageID] = true
+		sorted = sorted && m.MessageID > prev
+		prev = m.MessageID
+	}
+	if sorted {
+		t.Error("the UUIDs of consecutive numbers are in order")
 	}
 }
 

@@ -12,31 +12,42 @@ import (
 
 // Template is a body with "{n}" placeholders replaced by a number per
 // request, so every event differs (visitor ids, skus) without building JSON
-// at run time, and "{name}" placeholders replaced by an event name picked
-// by the number (one of BackfillNames, with their weights).
+// at run time, "{name}" placeholders replaced by an event name picked by
+// the number (one of BackfillNames, with their weights), and "{uuid}"
+// placeholders by a UUID v4 made from the number (as analytics-go and the
+// mobile SDKs make their messageIds).
 type Template struct {
-	parts [][]byte // literal text around the placeholders
-	names []bool   // names[i]: the placeholder before parts[i+1] is "{name}"
+	parts [][]byte      // literal text around the placeholders
+	kinds []placeholder // kinds[i]: the placeholder before parts[i+1]
 }
 
-// NewTemplate splits text at every "{n}" and "{name}".
+type placeholder uint8
+
+const (
+	phNumber placeholder = iota
+	phName
+	phUUID
+)
+
+var placeholders = [...]string{phNumber: "{n}", phName: "{name}", phUUID: "{uuid}"}
+
+// NewTemplate splits text at every placeholder.
 func NewTemplate(text string) *Template {
 	t := &Template{}
 	for {
-		i, j := strings.Index(text, "{n}"), strings.Index(text, "{name}")
-		if i < 0 && j < 0 {
+		at, kind := -1, phNumber
+		for k, ph := range placeholders {
+			if i := strings.Index(text, ph); i >= 0 && (at < 0 || i < at) {
+				at, kind = i, placeholder(k)
+			}
+		}
+		if at < 0 {
 			t.parts = append(t.parts, []byte(text))
 			return t
 		}
-		if j >= 0 && (i < 0 || j < i) {
-			t.parts = append(t.parts, []byte(text[:j]))
-			t.names = append(t.names, true)
-			text = text[j+len("{name}"):]
-			continue
-		}
-		t.parts = append(t.parts, []byte(text[:i]))
-		t.names = append(t.names, false)
-		text = text[i+len("{n}"):]
+		t.parts = append(t.parts, []byte(text[:at]))
+		t.kinds = append(t.kinds, kind)
+		text = text[at+len(placeholders[kind]):]
 	}
 }
 
@@ -44,11 +55,7 @@ func NewTemplate(text string) *Template {
 func (t *Template) AppendTo(dst []byte, n uint64) []byte {
 	for i, p := range t.parts {
 		if i > 0 {
-			if t.names[i-1] {
-				dst = append(dst, BackfillName(n)...)
-			} else {
-				dst = strconv.AppendUint(dst, n, 10)
-			}
+			dst = t.kinds[i-1].append(dst, n)
 		}
 		dst = append(dst, p...)
 	}
@@ -58,18 +65,48 @@ func (t *Template) AppendTo(dst []byte, n uint64) []byte {
 // AppendBody writes the template with n substituted into req's own body
 // buffer, which fasthttp pools, so the hot path does not allocate.
 func (t *Template) AppendBody(req *fasthttp.Request, n uint64) {
-	var num [20]byte
-	digits := strconv.AppendUint(num[:0], n, 10)
+	var buf [36]byte
 	for i, p := range t.parts {
 		if i > 0 {
-			if t.names[i-1] {
-				req.AppendBodyString(BackfillName(n))
-			} else {
-				req.AppendBody(digits)
-			}
+			req.AppendBody(t.kinds[i-1].append(buf[:0], n))
 		}
 		req.AppendBody(p)
 	}
+}
+
+func (k placeholder) append(dst []byte, n uint64) []byte {
+	switch k {
+	case phName:
+		return append(dst, BackfillName(n)...)
+	case phUUID:
+		return AppendUUID(dst, n)
+	}
+	return strconv.AppendUint(dst, n, 10)
+}
+
+// AppendUUID appends a UUID v4 made from n: two multiplicative hashes of
+// it, so the UUIDs of consecutive numbers are unrelated and random in
+// order, as an SDK's are.
+func AppendUUID(dst []byte, n uint64) []byte {
+	h1, h2 := n*0x9E3779B97F4A7C15, (n+1)*0xC2B2AE3D27D4EB4F
+	dst = appendHex(dst, uint64(uint32(h1)), 8)
+	dst = append(dst, '-')
+	dst = appendHex(dst, uint64(uint16(h1>>32)), 4)
+	dst = append(dst, "-4"...)
+	dst = appendHex(dst, uint64(uint16(h1>>48)&0xfff), 3)
+	dst = append(dst, "-a"...)
+	dst = appendHex(dst, uint64(uint16(h2)&0xfff), 3)
+	dst = append(dst, '-')
+	return appendHex(dst, h2>>16, 12)
+}
+
+// appendHex appends the digits low hex digits of v, zero-padded.
+func appendHex(dst []byte, v uint64, digits int) []byte {
+	const hex = "0123456789abcdef"
+	for i := digits - 1; i >= 0; i-- {
+		dst = append(dst, hex[(v>>(4*uint(i)))&0xf])
+	}
+	return dst
 }
 
 // WithEventNames returns tmpl with its event name replaced by "{name}":
@@ -170,6 +207,11 @@ const SegmentShapedTemplate = `{"event":"Order_Completed","visitor_id":"v_{n}","
 // today (a fixed date would measure a backfill into a day long written,
 // and a different one on each day the bench runs).
 const SegmentTemplate = `{"type":"track","event":"Order Completed","userId":"v_{n}","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale"},"messageId":"node-next-1764000000000-{n}","timestamp":"{now}","context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"_metadata":{"jsRuntime":"node"},"integrations":{}}`
+
+// SegmentUUIDTemplate is SegmentTemplate with the messageId analytics-go
+// and the iOS and Android SDKs send: a UUID v4, random in order, where
+// analytics-node's start with the time.
+var SegmentUUIDTemplate = strings.Replace(SegmentTemplate, `"messageId":"node-next-1764000000000-{n}"`, `"messageId":"{uuid}"`, 1)
 
 // segmentTime is how analytics-node writes a time.
 const segmentTime = "2006-01-02T15:04:05.000Z"

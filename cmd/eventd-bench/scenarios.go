@@ -811,8 +811,10 @@ func groupInt(n uint64) string { return strings.TrimSuffix(bench.FormatRate(floa
 // messages against native batches of the same events on the same eventd.
 // Segment messages carry a messageId, which eventd keeps as an idempotency
 // key; the third run, native batches with idempotency keys, shows how much
-// of the gap that is, and the fourth, native batches of the very events the
-// messages are stored as, what the Segment layer itself costs.
+// of the gap that is, the fourth, native batches of the very events the
+// messages are stored as, what the Segment layer itself costs, and the
+// fifth the same messages with the random messageIds of analytics-go and
+// the mobile SDKs, which cost more to keep (docs/segment.md).
 func buildSegment(e *env) *plan {
 	conns := e.conns(16)
 	n := e.o.batchSize
@@ -827,11 +829,14 @@ func buildSegment(e *env) *plan {
 	idem.Request = bench.BatchRequest("/events/batch", e.key, bench.NewTemplate(bench.IdempotentEventTemplate), n)
 	shaped := native
 	shaped.Request = bench.SentBatchRequest("/events/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentShapedTemplate, now)), n, now)
+	uuids := seg
+	uuids.Request = bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentUUIDTemplate, now)), n, now)
 	return &plan{
 		eventd:   httpSubject(e, "eventd", e.target, true, bench.UnitEvents, seg),
 		ceilings: []subject{httpSubject(e, "native", e.target, true, bench.UnitEvents, native)},
 		others: []subject{httpSubject(e, "native+idem", e.target, true, bench.UnitEvents, idem),
-			httpSubject(e, "native, segment-shaped", e.target, true, bench.UnitEvents, shaped)},
+			httpSubject(e, "native, segment-shaped", e.target, true, bench.UnitEvents, shaped),
+			httpSubject(e, "segment, UUID messageIds", e.target, true, bench.UnitEvents, uuids)},
 		judge: func(sc *bench.ScenarioResult) {
 			r := bench.Ratio(sc.Eventd, sc.Ceilings[0])
 			sc.Check(fmt.Sprintf("Segment batch of %d vs the native batch of the same events", n), fmt.Sprintf("≥ %.2f", minSegmentRatio), fmtRatio(r), r >= minSegmentRatio)
@@ -839,6 +844,10 @@ func buildSegment(e *env) *plan {
 				sc.Note("native batches with an idempotency key per event: %.2f of the native batch", bench.Ratio(sc.Others[0], sc.Ceilings[0]))
 				sc.Note("native batches of the events the Segment messages are stored as (same properties, keys and bytes): %.2f of the native batch; the Segment layer itself: %.2f of them",
 					bench.Ratio(sc.Others[1], sc.Ceilings[0]), bench.Ratio(sc.Eventd, sc.Others[1]))
+			}
+			if len(sc.Others) > 2 {
+				sc.Note("Segment batches with UUID messageIds (analytics-go, the iOS and Android SDKs): %.2f of the native batch, %.2f of those with analytics-node's",
+					bench.Ratio(sc.Others[2], sc.Ceilings[0]), bench.Ratio(sc.Others[2], sc.Eventd))
 			}
 		},
 	}

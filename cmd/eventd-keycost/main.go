@@ -102,37 +102,12 @@ func segmentMessageID(k uint64, ms int64) string {
 	b = append(b, "node-next-"...)
 	b = strconv.AppendInt(b, ms, 10)
 	b = append(b, '-')
-	return string(appendUUID(b, k))
+	return string(bench.AppendUUID(b, k))
 }
 
 // uuidMessageID is what analytics-go and the mobile SDKs send: a UUID v4,
 // random from its first character.
-func uuidMessageID(k uint64, _ int64) string { return string(appendUUID(make([]byte, 0, 36), k)) }
-
-// appendUUID appends a UUID v4 made from k (%08x-%04x-4%03x-a%03x-%012x of
-// two multiplicative hashes of it), written without fmt: the generator's
-// CPU counts in every variant's figures.
-func appendUUID(b []byte, k uint64) []byte {
-	h1, h2 := k*0x9E3779B97F4A7C15, (k+1)*0xC2B2AE3D27D4EB4F
-	b = appendHex(b, uint64(uint32(h1)), 8)
-	b = append(b, '-')
-	b = appendHex(b, uint64(uint16(h1>>32)), 4)
-	b = append(b, "-4"...)
-	b = appendHex(b, uint64(uint16(h1>>48)&0xfff), 3)
-	b = append(b, "-a"...)
-	b = appendHex(b, uint64(uint16(h2)&0xfff), 3)
-	b = append(b, '-')
-	return appendHex(b, h2>>16, 12)
-}
-
-// appendHex appends the n low hex digits of v, zero-padded.
-func appendHex(b []byte, v uint64, n int) []byte {
-	const digits = "0123456789abcdef"
-	for i := n - 1; i >= 0; i-- {
-		b = append(b, digits[(v>>(4*uint(i)))&0xf])
-	}
-	return b
-}
+func uuidMessageID(k uint64, _ int64) string { return string(bench.AppendUUID(make([]byte, 0, 36), k)) }
 
 // splitAtDatasets ends every flushed or compacted table where the key's
 // first byte or the dataset after it changes (eventd splits at the first
