@@ -100,7 +100,7 @@ func AppendUUID(dst []byte, n uint64) []byte {
 	return appendHex(dst, h2>>16, 12)
 }
 
-// appendHex appends the digits low hex digits of v, zero-padded.
+// appendHex appends v as digits hex digits (its low ones), zero-padded.
 func appendHex(dst []byte, v uint64, digits int) []byte {
 	const hex = "0123456789abcdef"
 	for i := digits - 1; i >= 0; i-- {
