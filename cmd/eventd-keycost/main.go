@@ -174,6 +174,11 @@ var variants = map[string]variant{
 		binary.BigEndian.PutUint64(b[8:], h2)
 		return string(b[:])
 	}},
+	"idemUUIDSlots": {about: "as idemUUID, each key after the second its event arrived in (proposal 20's slots: at this rate a second holds what ten minutes hold at 1 M keyed events an hour)", idem: func(k uint64, ms int64) string {
+		var slot [4]byte
+		binary.BigEndian.PutUint32(slot[:], uint32(ms/1000))
+		return string(slot[:]) + uuidMessageID(k, ms)
+	}},
 	"idemBench":           {about: "today's store, each event with the bench's idempotency key (node-next-1764000000000-<n>)", idem: func(k uint64, _ int64) string { return "node-next-1764000000000-" + strconv.FormatUint(k, 10) }},
 	"unsplit":             {about: "flushed and compacted tables not split where the key prefix changes (before session 10)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.Experimental.SpanPolicyFunc = nil }}},
 	"splitDs":             {about: "tables split where the dataset changes too", exp: storage.Experiment{Pebble: splitAtDatasets}},
