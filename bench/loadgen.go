@@ -143,6 +143,8 @@ type Result struct {
 	// ServerRunqWait is how long the server's threads were ready to run but
 	// waited for a CPU during the run (Linux schedstat).
 	ServerRunqWait time.Duration
+	// Store is the background work eventd's store did during the run.
+	Store StoreWork
 }
 
 // ClassResult is one class of requests within a run.

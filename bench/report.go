@@ -112,6 +112,7 @@ func (s *Series) Total() *Result {
 		t.HasServerCPU = t.HasServerCPU || r.HasServerCPU
 		t.ClientCPU += r.ClientCPU
 		t.ServerRunqWait += r.ServerRunqWait
+		t.Store.add(r.Store)
 		t.Requests += r.Requests
 		t.OK += r.OK
 		t.Events += r.Events

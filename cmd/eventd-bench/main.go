@@ -573,9 +573,25 @@ func runScenario(ctx context.Context, e *env, prog *progress, name, phase string
 	if p.judge != nil {
 		p.judge(sc)
 	}
+	if note := bench.StoreWorkNote(append(append([]*bench.Series{sc.Eventd}, sc.Ceilings...), sc.Others...)); note != "" {
+		sc.Note("%s", note)
+	}
 	sc.EndS = time.Since(e.origin).Seconds()
 	sc.Load[1] = bench.LoadAvg()[0]
 	return sc, "", nil
+}
+
+// storeReading reads eventd's store metrics around a run of a subject
+// that writes to it; a zero reading (not ok) otherwise.
+func (e *env) storeReading(ctx context.Context, s subject) bench.StoreReading {
+	if !s.server || e.admin == nil {
+		return bench.StoreReading{}
+	}
+	b, err := e.admin.Get(ctx, "/metrics")
+	if err != nil {
+		return bench.StoreReading{}
+	}
+	return bench.ReadStore(b)
 }
 
 // measure runs one subject once, with the progress line showing it.
@@ -586,9 +602,13 @@ func measure(ctx context.Context, e *env, prog *progress, s subject, d time.Dura
 		}
 	}
 	prog.begin(fmt.Sprintf("%-18s %-22s", label, s.name), d, s.unit, s.eventsPer)
+	before := e.storeReading(ctx, s)
 	cpu := bench.StartCPU(s.proc(e))
 	res, err := s.run(ctx, d, prog)
 	cpu.Stop(res)
+	if res != nil {
+		res.Store = bench.StoreWorkBetween(before, e.storeReading(ctx, s))
+	}
 	summary := ""
 	if res != nil {
 		rate := res.RequestsPerSec()
