@@ -587,6 +587,10 @@ func (e *env) storeReading(ctx context.Context, s subject) bench.StoreReading {
 	if !s.server || e.admin == nil {
 		return bench.StoreReading{}
 	}
+	// Bounded: a server that stopped answering fails the round itself,
+	// not this reading.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	b, err := e.admin.Get(ctx, "/metrics")
 	if err != nil {
 		return bench.StoreReading{}
