@@ -38,6 +38,8 @@ type Config struct {
 	VisitorMemory int
 	// LateMemory is storage.Options.LateMemory.
 	LateMemory int
+	// IdempotencyFilterKeys is storage.Options.IdempotencyFilterKeys.
+	IdempotencyFilterKeys int
 	// KeyIdle is how long an unused key actor lives (default 5 min).
 	KeyIdle time.Duration
 	// MaxQueued is the number of queued commits past which writes get 503 (default 4096 per shard).
@@ -126,7 +128,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	stalls := storemetrics.NewStalls()
 	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly,
-		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, VisitorMemory: cfg.VisitorMemory, LateMemory: cfg.LateMemory, Events: stalls.Listener()})
+		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, VisitorMemory: cfg.VisitorMemory, LateMemory: cfg.LateMemory, IdempotencyFilterKeys: cfg.IdempotencyFilterKeys, Events: stalls.Listener()})
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +201,14 @@ func Open(cfg Config) (*Engine, error) {
 	})
 	e.metrics.GaugeFunc("eventd_visitor_index_split_days", "Days in memory whose visitor index was split past --visitor-memory (what memory held written to the store); above 0, a day has more events than the bound.", "", func() float64 {
 		return float64(e.db.VisitorSplitDays())
+	})
+	e.metrics.GaugeFunc("eventd_idempotency_filter_keys", "Idempotency keys the filter in memory finds (kept by the second they arrived in); at --idempotency-filter-keys, new keys are kept by day and every look-up reads those too.", "", func() float64 {
+		n, _ := e.db.IdempotencyFilter()
+		return float64(n)
+	})
+	e.metrics.GaugeFunc("eventd_idempotency_filter_bytes", "Bytes of the idempotency filter's table (16 per key at most).", "", func() float64 {
+		_, b := e.db.IdempotencyFilter()
+		return float64(b)
 	})
 	e.metrics.GaugeFunc("eventd_derived_commits", "Commits folded into memory since the last checkpoint; a crash replays them at start.", "", func() float64 {
 		_, c := e.db.DerivedBacklog()

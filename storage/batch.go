@@ -156,22 +156,28 @@ func (b *Batch) addLateKeys(p *pendingLate) {
 }
 
 // AddIdempotency remembers key for keyID in the same atomic write as its
-// event, in the partition of the day r was created (idempotency.go).
+// event, in the second r was created (idemslots.go), or in its day's
+// partition when the filter is full (idempotency.go).
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
-	day := idemDay(r.CreatedAt)
-	b.db.idemDays.raise(day)
-	k := idemDayKey(b.scratch[:0], keyID, day, key)
+	var k []byte
+	if sec := idemSecond(r.CreatedAt); b.db.idemSlots.add(keyID, key, sec) {
+		k = idemSlotKey(b.scratch[:0], sec, keyID, key)
+	} else {
+		day := idemDay(r.CreatedAt)
+		b.db.idemDays.raise(day)
+		k = idemDayKey(b.scratch[:0], keyID, day, key)
+		if n := len(b.idem); n > 0 && b.idem[n-1].keyID == keyID {
+			b.idem[n-1].n++
+		} else {
+			b.idem = append(b.idem, idemCount{keyID, 1})
+		}
+	}
 	v := binary.BigEndian.AppendUint64(k[len(k):], r.Hash)
 	v = append(v, r.ID[:]...)
 	v = binary.BigEndian.AppendUint64(v, uint64(r.Timestamp))
 	v = binary.BigEndian.AppendUint64(v, uint64(r.CreatedAt))
 	_ = b.family(familyIdem).Set(k, v, nil)
 	b.scratch = v[:0]
-	if n := len(b.idem); n > 0 && b.idem[n-1].keyID == keyID {
-		b.idem[n-1].n++
-	} else {
-		b.idem = append(b.idem, idemCount{keyID, 1})
-	}
 }
 
 // Commit writes the batch; with sync it returns only after the WAL is

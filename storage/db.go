@@ -48,6 +48,10 @@ type Options struct {
 	// held in memory (latemem.go); past it the oldest seconds are written
 	// early (default DefaultLateMemory).
 	LateMemory int
+	// IdempotencyFilterKeys bounds the idempotency keys the filter in
+	// memory finds (idemslots.go); past it, keys are kept by day, which
+	// look-ups then read too (default DefaultIdempotencyFilterKeys).
+	IdempotencyFilterKeys int
 	// Experiment is for measurements only (experiment.go); nil is the
 	// production store.
 	Experiment *Experiment
@@ -83,10 +87,16 @@ type DB struct {
 	splits   *tableSplits // where flushed and compacted tables end (tablesplit.go)
 	skip     skipKeys     // index keys AddEvent leaves out (Experiment only)
 	links    linkCache
-	// idemDays is the partitions idempotency look-ups read; idemLegacy says
-	// records of the layout before them may be left (idempotency.go).
-	idemDays   idemDayRange
-	idemLegacy atomic.Bool
+	// idemSlots finds the idempotency records kept by second
+	// (idemslots.go). idemDays is the day partitions look-ups read when
+	// they read them (idemDayInUse): while records of that layout written
+	// before are left (idemDayLegacy) or when the filter was full.
+	// idemLegacy says records of the layout before the days may be left
+	// (idempotency.go).
+	idemSlots     *idemSlots
+	idemDays      idemDayRange
+	idemDayLegacy atomic.Bool
+	idemLegacy    atomic.Bool
 	// legacyVisitors: opened read-only before the visitor index moved to
 	// day partitions, so readers use the old layout (visitors.go).
 	legacyVisitors bool
@@ -204,7 +214,7 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	commits := &inflight{}
 	d := &DB{db: db, wake: wake, fatal: fatal, splits: splits, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
-		vmem: newVisitorMem(o.VisitorMemory, commits), late: newLateMem(o.LateMemory), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
+		idemSlots: newIdemSlots(o.IdempotencyFilterKeys), vmem: newVisitorMem(o.VisitorMemory, commits), late: newLateMem(o.LateMemory), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}
 	if err := d.openRecords(o); err != nil {
 		_ = db.Close()
@@ -218,12 +228,21 @@ func Open(dir string, o Options) (*DB, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("read the idempotency records of %s: %w", dir, err)
 	}
+	start := time.Now()
+	n, err := d.loadIdemSlots()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("rebuild the idempotency filter of %s: %w", dir, err)
+	}
+	if n > 0 && o.Logger != nil {
+		o.Logger.Info("idempotency filter rebuilt in memory", "keys", n, "took", time.Since(start).Round(time.Millisecond))
+	}
 	if err := d.openVisitorIndex(o); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)
 	}
-	start := time.Now()
-	n, err := d.loadLateMem()
+	start = time.Now()
+	n, err = d.loadLateMem()
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("rebuild the recent displaced events' time index of %s: %w", dir, err)

@@ -63,11 +63,11 @@ func TestIdempotencyRoundTrip(t *testing.T) {
 	t.Run("reopened", func(t *testing.T) { check(t, db.DB) })
 }
 
-// TestSweepIdempotency: a sweep deletes each API key's days before the
-// cutoff's with one range deletion and leaves the cutoff's own day, the
+// TestSweepIdempotency: with records kept by day, a sweep deletes each API
+// key's days before the cutoff's with one range deletion and leaves the cutoff's own day, the
 // days after it and every other kind of record.
 func TestSweepIdempotency(t *testing.T) {
-	db := openTestDB(t, "")
+	db := openTestDBWith(t, Options{IdempotencyFilterKeys: -1}) // keys by day, as when the filter is full
 	day := time.Now().UnixMilli()/dayMs - 5
 	at := func(d, ms int64) int64 { return (day+d)*dayMs + ms }
 	created := map[string]int64{"a": at(0, 100), "b": at(1, 5), "c": at(2, 0), "d": at(2, dayMs-1), "e": at(3, 7)}
@@ -398,7 +398,7 @@ func TestDeleteDatasets(t *testing.T) {
 }
 
 // globalPrefixes are the key prefixes not followed by a dataset number.
-var globalPrefixes = []byte{prefixIdemDay, prefixIdem, prefixWindows, prefixConfig}
+var globalPrefixes = []byte{prefixIdemSlot, prefixIdemDay, prefixIdem, prefixWindows, prefixConfig}
 
 func fmtPrefixCounts(m map[byte]int) string {
 	out := ""
@@ -489,8 +489,8 @@ func putLegacyIdem(t testing.TB, db testDB, keyID string, recs map[string]IdemRe
 // after the sweep's scan saw it and before its batch is committed, as a
 // writer using the key anew would: the fresh record stays.
 func TestDeleteWhereKeepsKeysWrittenAgain(t *testing.T) {
-	db := openTestDB(t, "")
-	today := time.Now().UnixMilli() / dayMs * dayMs // one partition, which look-ups read
+	db := openTestDBWith(t, Options{IdempotencyFilterKeys: -1}) // keys by day, as when the filter is full
+	today := time.Now().UnixMilli() / dayMs * dayMs             // one partition, which look-ups read
 	put := func(key string, created int64) {
 		t.Helper()
 		b := db.NewBatch()
@@ -522,7 +522,7 @@ func TestDeleteWhereKeepsKeysWrittenAgain(t *testing.T) {
 	}
 }
 
-// TestBatchKeyFamilies: a batch's records come first, then its Z, N and H
+// TestBatchKeyFamilies: a batch's records come first, then its Z, N and F
 // (idempotency) keys, each family in the order its events were added (keyFamily). The
 // displaced events' M and J keys wait for Commit (latemem.go).
 func TestBatchKeyFamilies(t *testing.T) {
@@ -549,7 +549,7 @@ func TestBatchKeyFamilies(t *testing.T) {
 		}
 		got = append(got, k[0])
 	}
-	if want := "SSSZZZNNNHHH"; string(got) != want {
+	if want := "SSSZZZNNNFFF"; string(got) != want {
 		t.Errorf("key prefixes in batch order %q, want %q", got, want)
 	}
 }

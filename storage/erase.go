@@ -205,14 +205,18 @@ func (d *DB) eraseIdempotency(erased map[ID]bool) error {
 	if len(erased) == 0 {
 		return nil
 	}
-	// Both layouts (H, then I): their values are alike.
-	_, err := d.deleteWhere([]byte{prefixIdemDay}, []byte{prefixIdem + 1}, true, func(_, v []byte) bool {
+	// Every layout (F, then H and I): their values are alike.
+	points := func(_, v []byte) bool {
 		var id ID
 		if len(v) == idemRecordLen {
 			copy(id[:], v[8:24])
 		}
 		return len(v) == idemRecordLen && erased[id]
-	})
+	}
+	if _, err := d.deleteWhere([]byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}, true, points); err != nil {
+		return err
+	}
+	_, err := d.deleteWhere([]byte{prefixIdemDay}, []byte{prefixIdem + 1}, true, points)
 	return err
 }
 

@@ -13,6 +13,7 @@ import (
 type testDB struct {
 	*DB
 	dir  string
+	opts Options
 	once *sync.Once
 }
 
@@ -37,7 +38,7 @@ func openTestDBIn(t testing.TB, dir string, o Options) testDB {
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}
-	tdb := testDB{DB: db, dir: dir, once: new(sync.Once)}
+	tdb := testDB{DB: db, dir: dir, opts: o, once: new(sync.Once)}
 	t.Cleanup(func() { tdb.close(t) })
 	if !o.ReadOnly {
 		lateFromZero(t, db)
@@ -76,11 +77,12 @@ func (d testDB) close(t testing.TB) {
 	})
 }
 
-// reopen closes the store and opens it again in the same directory.
+// reopen closes the store and opens it again in the same directory, with
+// the same options.
 func (d testDB) reopen(t testing.TB) testDB {
 	t.Helper()
 	d.close(t)
-	return openTestDB(t, d.dir)
+	return openTestDBIn(t, d.dir, d.opts)
 }
 
 // testID is an id whose first 8 bytes are n big-endian, so ids order as n.

@@ -9,7 +9,9 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Idempotency records are kept by API key and the UTC day they were created:
+// Idempotency records are kept by the second they were created in
+// (idemslots.go). Before, and when the filter that finds those is full,
+// they are kept by API key and the UTC day they were created:
 // H len keyID day key (idemDayKey). A look-up reads the partitions of today
 // and yesterday, the only ones that can hold a record younger than a day;
 // the sweep deletes each API key's older days with one range deletion.
@@ -64,14 +66,19 @@ func (r *idemDayRange) span(nowMs int64) (hi, lo uint32) {
 	return hi, lo
 }
 
-// openIdempotency notes at Open whether records of the old layout are left
-// and the latest partition written.
+// openIdempotency notes at Open whether records of the day layout and of
+// the one before are left, and the latest day partition written.
 func (d *DB) openIdempotency() error {
 	legacy, err := d.hasKeys(prefixIdem)
 	if err != nil {
 		return err
 	}
 	d.idemLegacy.Store(legacy)
+	days, err := d.hasKeys(prefixIdemDay)
+	if err != nil {
+		return err
+	}
+	d.idemDayLegacy.Store(days)
 	return d.eachIdemScope(func(it *pebble.Iterator, scope []byte) error {
 		// The scope's last key holds its latest day.
 		if it.SeekLT(prefixEnd(scope)) {
@@ -124,24 +131,61 @@ func (d *DB) eachIdemScope(fn func(it *pebble.Iterator, scope []byte) error) err
 // still being committed were set aside.
 type IdemLookup struct {
 	db     *DB
-	hi, lo uint32             // the partitions read (idemDayRange.span)
-	days   []*pebble.Iterator // by hi-day, opened on first use
-	old    *pebble.Iterator   // the layout before the days, when records of it may be left
+	nowMs  int64
+	secs   []uint32         // the seconds the filter gives a key
+	slots  *pebble.Iterator // the records by second, opened on first use
+	dayed  bool             // the day layout is read too (idemDayInUse)
+	hi, lo uint32           // the day partitions read (idemDayRange.span)
+	days   []*pebble.Iterator
+	old    *pebble.Iterator // the layout before the days, when records of it may be left
 	legacy bool
 	key    []byte
 }
 
 // NewIdemLookup opens a lookup; Close releases it.
 func (d *DB) NewIdemLookup() (*IdemLookup, error) {
-	hi, lo := d.idemDays.span(d.now().UnixMilli())
-	return &IdemLookup{db: d, hi: hi, lo: lo, days: make([]*pebble.Iterator, hi-lo+1), legacy: d.idemLegacy.Load()}, nil
+	now := d.now().UnixMilli()
+	legacy := d.idemLegacy.Load()
+	l := &IdemLookup{db: d, nowMs: now, dayed: legacy || d.idemDayInUse(), legacy: legacy}
+	if l.dayed {
+		l.hi, l.lo = d.idemDays.span(now)
+		l.days = make([]*pebble.Iterator, l.hi-l.lo+1)
+	}
+	return l, nil
 }
 
-// Get is GetIdempotency through the lookup's iterators, the newest day
-// first. The store keys whole-key bloom filters (the default Split), so a
-// seek for a key that was never written is usually answered by the
+// Get is GetIdempotency through the lookup's iterators: the seconds the
+// filter gives, newest first, then, when they are read, the day
+// partitions, newest first, and the layout before them. The store keys
+// whole-key bloom filters (the default Split), so a seek in a day
+// partition for a key that was never written is usually answered by the
 // filters.
 func (l *IdemLookup) Get(keyID, key string) (IdemRecord, error) {
+	l.secs = l.db.idemSlots.find(keyID, key, l.nowMs, l.secs[:0])
+	for _, sec := range l.secs {
+		l.key = idemSlotKey(l.key[:0], sec, keyID, key)
+		r, err := l.seek(&l.slots, prefixIdemSlot)
+		if err == ErrNotFound {
+			continue // two keys shared a tag, or the record was swept
+		}
+		if err != nil || !l.dayed {
+			return r, err
+		}
+		// A key stored again once its record was past its day, while the
+		// filter was full: the newer record is in the day layout.
+		if d, err := l.getDayed(keyID, key); err == nil && d.CreatedAt > r.CreatedAt {
+			return d, nil
+		}
+		return r, nil
+	}
+	if !l.dayed {
+		return IdemRecord{}, ErrNotFound
+	}
+	return l.getDayed(keyID, key)
+}
+
+// getDayed reads key in the day partitions, then in the layout before.
+func (l *IdemLookup) getDayed(keyID, key string) (IdemRecord, error) {
 	for i := range l.days {
 		l.key = idemDayKey(l.key[:0], keyID, l.hi-uint32(i), key)
 		if r, err := l.seek(&l.days[i], prefixIdemDay); err != ErrNotFound {
@@ -180,7 +224,7 @@ func (l *IdemLookup) seek(it **pebble.Iterator, prefix byte) (IdemRecord, error)
 // Close releases the iterators.
 func (l *IdemLookup) Close() error {
 	var errs []error
-	for _, it := range append(l.days, l.old) {
+	for _, it := range append(l.days, l.old, l.slots) {
 		if it != nil {
 			errs = append(errs, it.Close())
 		}
@@ -188,8 +232,9 @@ func (l *IdemLookup) Close() error {
 	return errors.Join(errs...)
 }
 
-// GetIdempotency reads a remembered idempotency key created since the start
-// of yesterday (or left in the old layout), ErrNotFound if none.
+// GetIdempotency reads a remembered idempotency key: kept by second, or
+// created since the start of yesterday when kept by day (or left in the
+// layout before), ErrNotFound if none.
 func (d *DB) GetIdempotency(keyID, key string) (IdemRecord, error) {
 	l, err := d.NewIdemLookup()
 	if err != nil {
@@ -214,15 +259,21 @@ func decodeIdemRecord(v []byte) (IdemRecord, error) {
 	return r, nil
 }
 
-// SweepIdempotency deletes the idempotency records of the days before
-// cutoffMs's, with one range deletion per API key, and the records of the
-// old layout created before cutoffMs. Records of cutoffMs's own day that
-// are older than it stay until the next day's sweep; a look-up compares a
-// record's age anyway (actors.IdempotencyLive).
+// SweepIdempotency deletes the idempotency records created before
+// cutoffMs's second, with one range deletion, and forgets them in the
+// filter; the records of the days before cutoffMs's, with one range
+// deletion per API key; and the records of the old layout created before
+// cutoffMs. Records of cutoffMs's own day that are older than it stay
+// until the next day's sweep; a look-up compares a record's age anyway
+// (actors.IdempotencyLive).
 func (d *DB) SweepIdempotency(cutoffMs int64) error {
-	cut := idemDay(cutoffMs)
 	b := d.db.NewBatch()
 	defer b.Close()
+	sec := idemSecond(cutoffMs)
+	if err := d.sweepIdemSlots(b, sec); err != nil {
+		return err
+	}
+	cut := idemDay(cutoffMs)
 	err := d.eachIdemScope(func(it *pebble.Iterator, scope []byte) error {
 		// The scope's first key is its oldest day.
 		if day, ok := keyDay(it.Key(), scope); !ok || day >= cut {
@@ -236,6 +287,19 @@ func (d *DB) SweepIdempotency(cutoffMs int64) error {
 	if !b.Empty() {
 		if err := d.commit(b, pebble.NoSync); err != nil {
 			return err
+		}
+	}
+	d.forgetIdemSlots(sec)
+	if d.idemDayLegacy.Load() {
+		// Once none of the records written before Open is left, the flag
+		// clears: those the filter refused since are read through its own
+		// flag (idemDayInUse).
+		left, err := d.hasKeys(prefixIdemDay)
+		if err != nil {
+			return err
+		}
+		if !left {
+			d.idemDayLegacy.Store(false)
 		}
 	}
 	if !d.idemLegacy.Load() {

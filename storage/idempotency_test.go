@@ -9,9 +9,17 @@ import (
 
 // TestIdemLookup: the lookup answers as GetIdempotency does, for stored
 // keys, absent ones, keys that extend a stored one and other API keys, in
-// the memtable and after a flush.
+// the memtable and after a flush, with records kept by second and by day.
 func TestIdemLookup(t *testing.T) {
-	db := openTestDB(t, "")
+	for _, o := range []struct {
+		name string
+		keys int
+	}{{"by second", 0}, {"by day", -1}} {
+		t.Run(o.name, func(t *testing.T) { testIdemLookup(t, openTestDBWith(t, Options{IdempotencyFilterKeys: o.keys})) })
+	}
+}
+
+func testIdemLookup(t *testing.T, db testDB) {
 	now := time.Now().UnixMilli()
 	bt := db.NewBatch()
 	bt.AddIdempotency("key_1", "msg-10", IdemRecord{Hash: 10, ID: testID(10), Timestamp: 100, CreatedAt: now - 1000})
@@ -59,11 +67,12 @@ func TestIdemLookup(t *testing.T) {
 	check("sstable")
 }
 
-// TestIdemLookupDays: look-ups read the partitions of today and yesterday,
+// TestIdemLookupDays: with records kept by day, look-ups read the
+// partitions of today and yesterday,
 // the newest first, and a later one written while the clock was ahead; the
 // layout before the partitions only while records of it are left.
 func TestIdemLookupDays(t *testing.T) {
-	db := openTestDB(t, "")
+	db := openTestDBWith(t, Options{IdempotencyFilterKeys: -1}) // keys by day, as when the filter is full
 	ms := time.Now().UnixMilli()
 	yesterday := ms/dayMs*dayMs - hourMs // 23:00 yesterday
 	put := func(key string, createdMs int64) {

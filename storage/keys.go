@@ -16,8 +16,11 @@ const (
 	prefixDisplacedMark = 'M'
 	prefixDisplacedName = 'J'
 	prefixCounter       = 'C'
-	// Idempotency records by API key and day (idempotency.go); I is the
-	// layout before the days, still read until its records expire.
+	// Idempotency records by the second they were created (idemslots.go);
+	// by API key and day (idempotency.go) when the filter that finds the
+	// former is full, and before it; I is the layout before the days,
+	// still read until its records expire.
+	prefixIdemSlot = 'F'
 	prefixIdemDay  = 'H'
 	prefixIdem     = 'I'
 	prefixWindows  = 'R'

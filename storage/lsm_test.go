@@ -68,11 +68,12 @@ func (l *compactionLog) fromL0(t *testing.T, mark int, prefix []byte) (kind stri
 // name-index keys later than everything below them is moved down, not
 // rewritten, although it is larger than Pebble's default 2 MiB table (which
 // it would cut into pieces that a compaction then merges). The events
-// belong to two datasets and two names, interleaved in every commit, and
-// two API keys write idempotency keys: each dataset's records, each name's
-// index keys and each API key's idempotency keys get tables of their own
+// belong to two datasets and two names, interleaved in every commit: each
+// dataset's records and each name's index keys get tables of their own
 // (tablesplit.go), or every flushed table would overlap the last of each
-// below. The first flush goes down in one compaction with every other
+// below. Two API keys write idempotency keys, kept by the second they were
+// created in (idemslots.go), so a flush of them lies after everything
+// below too. The first flush goes down in one compaction with every other
 // prefix.
 func TestFlushedTablesMoved(t *testing.T) {
 	var log compactionLog
@@ -88,9 +89,7 @@ func TestFlushedTablesMoved(t *testing.T) {
 		}
 	}
 	keyIDs := []string{"key_a", "key_b"}
-	for _, k := range keyIDs {
-		groups = append(groups, idemScope(nil, k))
-	}
+	groups = append(groups, []byte{prefixIdemSlot})
 	for round := range 3 {
 		// About 4 MB of records in one flush, more than 2 MB compressed
 		// (their padding is random hex).
@@ -110,7 +109,7 @@ func TestFlushedTablesMoved(t *testing.T) {
 			// SDKs send their messageIds, interleaved in one commit.
 			b := db.NewBatch()
 			for i := range 2000 {
-				b.AddIdempotency(keyIDs[i%2], fmt.Sprintf("node-next-%013d-%s", n*10+uint64(i), hex.EncodeToString(pad[:16])), IdemRecord{ID: testID(n)})
+				b.AddIdempotency(keyIDs[i%2], fmt.Sprintf("node-next-%013d-%s", n*10+uint64(i), hex.EncodeToString(pad[:16])), IdemRecord{ID: testID(n), CreatedAt: int64(n)})
 			}
 			if err := b.Commit(true); err != nil {
 				t.Fatal(err)
@@ -126,11 +125,11 @@ func TestFlushedTablesMoved(t *testing.T) {
 			kind, below := log.fromL0(t, mark, g)
 			switch {
 			case round == 0:
-			case g[0] == prefixIdemDay && below:
+			case g[0] == prefixIdemSlot && below:
 				// Pebble may take a small table out of L0 with its
 				// neighbour (the derived log's), but nothing below.
 				t.Errorf("flush %d: the %q table left L0 with tables below it (a %q compaction)", round+1, g, kind)
-			case g[0] != prefixIdemDay && kind != "move":
+			case g[0] != prefixIdemSlot && kind != "move":
 				t.Errorf("flush %d: the %q table left L0 by a %q compaction, want a move", round+1, g, kind)
 			}
 		}

@@ -605,6 +605,34 @@ func TestContentTypeAndSize(t *testing.T) {
 	})
 }
 
+// TestIdempotencyByDay: with no filter (--idempotency-filter-keys -1)
+// every key is kept by day, and a repeat is answered as with the filter,
+// before and after a restart, with the filter or without.
+func TestIdempotencyByDay(t *testing.T) {
+	s := Start(t, "--idempotency-filter-keys", "-1")
+	p := s.Project(t, "idem", "", pubBigLimits)
+	key := s.Key(t, p, "secret", "live")
+	body := map[string]any{"event": "idem_a", "visitor_id": "v"}
+	c1 := pubWantCreated(t, Do(t, "POST", s.Public+"/events", key, body, "Idempotency-Key: key-1"))
+	replayed := func(phase string) {
+		t.Helper()
+		r := Do(t, "POST", s.Public+"/events", key, body, "Idempotency-Key: key-1")
+		if c := pubWantCreated(t, r); c != c1 || r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("%s: %+v (replayed %q), original %+v", phase, c, r.Header.Get("Idempotent-Replayed"), c1)
+		}
+		pubWantErr(t, Do(t, "POST", s.Public+"/events", key, map[string]any{"event": "idem_b"}, "Idempotency-Key: key-1"), 409, "idempotency_conflict", "")
+	}
+	replayed("by day")
+	if n := metricValue(t, string(s.AdminDo(t, "GET", "/metrics", nil).Body), "eventd_idempotency_filter_keys"); n != 0 {
+		t.Errorf("eventd_idempotency_filter_keys %v without a filter", n)
+	}
+	s.Restart()
+	replayed("restarted")
+	s.Args = []string{"--idempotency-filter-keys", "1000"}
+	s.Restart()
+	replayed("restarted with a filter")
+}
+
 func TestIdempotency(t *testing.T) {
 	s := Start(t)
 	p := s.Project(t, "idem", "", pubBigLimits)
@@ -655,6 +683,10 @@ func TestIdempotency(t *testing.T) {
 		}
 		if n := count(t, "idem_a"); n != 1 {
 			t.Fatalf("%d events stored, want 1", n)
+		}
+		// The filter that finds the records was rebuilt at the start.
+		if n := metricValue(t, string(s.AdminDo(t, "GET", "/metrics", nil).Body), "eventd_idempotency_filter_keys"); n != 2 {
+			t.Errorf("eventd_idempotency_filter_keys %v after a restart, want 2", n)
 		}
 	})
 

@@ -174,11 +174,6 @@ var variants = map[string]variant{
 		binary.BigEndian.PutUint64(b[8:], h2)
 		return string(b[:])
 	}},
-	"idemUUIDSlots": {about: "as idemUUID, each key after the second its event arrived in (proposal 20's slots: at this rate a second holds what ten minutes hold at 1 M keyed events an hour)", idem: func(k uint64, ms int64) string {
-		var slot [4]byte
-		binary.BigEndian.PutUint32(slot[:], uint32(ms/1000))
-		return string(slot[:]) + uuidMessageID(k, ms)
-	}},
 	"idemBench":           {about: "today's store, each event with the bench's idempotency key (node-next-1764000000000-<n>)", idem: func(k uint64, _ int64) string { return "node-next-1764000000000-" + strconv.FormatUint(k, 10) }},
 	"unsplit":             {about: "flushed and compacted tables not split where the key prefix changes (before session 10)", exp: storage.Experiment{Pebble: func(o *pebble.Options) { o.Experimental.SpanPolicyFunc = nil }}},
 	"splitDs":             {about: "tables split where the dataset changes too", exp: storage.Experiment{Pebble: splitAtDatasets}},
@@ -288,6 +283,8 @@ func main() {
 		drain      = flag.Bool("drain", true, "after the tail, compact everything to the bottom level and report that apart")
 		visitorMem = flag.Int("visitor-memory", 0, "as serve's flag (0: storage.DefaultVisitorMemory)")
 		lateMem    = flag.Int("late-memory", 0, "as serve's flag (0: storage.DefaultLateMemory)")
+		idemFilter = flag.Int("idempotency-filter-keys", 0, "as serve's flag (0: storage.DefaultIdempotencyFilterKeys; -1: every key kept by day, as before session 25)")
+		lookups    = flag.Bool("lookups", false, "look each idempotency key up before writing it, as the key actor does (one IdemLookup a batch)")
 	)
 	flag.Parse()
 	v, ok := variants[*name]
@@ -295,7 +292,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "eventd-keycost: unknown variant %q (want one of %s)\n", *name, strings.Join(variantNames(), ", "))
 		os.Exit(2)
 	}
-	r, err := run(*name, v, *n, *batch, *committers, *dir, *walSync, *visitors, *tailMax, *drain, *visitorMem, *lateMem)
+	store := storage.Options{WALMinSyncInterval: *walSync, VisitorMemory: *visitorMem, LateMemory: *lateMem, IdempotencyFilterKeys: *idemFilter}
+	r, err := run(*name, v, *n, *batch, *committers, *dir, store, *visitors, *tailMax, *drain, *lookups)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "eventd-keycost:", err)
 		os.Exit(1)
@@ -326,7 +324,9 @@ func variantNames() []string {
 	return out
 }
 
-func run(name string, v variant, n int64, batch, committers int, dir string, walSync time.Duration, visitors uint64, tailMax time.Duration, drain bool, visitorMem, lateMem int) (*result, error) {
+// run writes n events of variant v into a store opened with store's
+// options (its Experiment is v's).
+func run(name string, v variant, n int64, batch, committers int, dir string, store storage.Options, visitors uint64, tailMax time.Duration, drain, lookups bool) (*result, error) {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "eventd-keycost-")
 		if err != nil {
@@ -357,7 +357,8 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 			}
 		}
 	}
-	db, err := storage.Open(dir, storage.Options{WALMinSyncInterval: walSync, VisitorMemory: visitorMem, LateMemory: lateMem, Experiment: &exp})
+	store.Experiment = &exp
+	db, err := storage.Open(dir, store)
 	if err != nil {
 		return nil, err
 	}
@@ -408,8 +409,16 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 				}
 				end = min(end, n)
 				var b *storage.Batch
+				var look *storage.IdemLookup
 				if !v.gen {
 					b = db.NewBatch()
+					if lookups && v.idem != nil {
+						var err error
+						if look, err = db.NewIdemLookup(); err != nil {
+							errOnce.Do(func() { firstErr = err })
+							return
+						}
+					}
 				}
 				for k := start; k < end; k++ {
 					e := &events[k-start]
@@ -440,12 +449,22 @@ func run(name string, v variant, n int64, batch, committers int, dir string, wal
 							if v.idemKeys > 1 {
 								keyID = idemKeyID[:len(idemKeyID)-1] + strconv.FormatUint(uint64(k)%v.idemKeys, 10)
 							}
-							b.AddIdempotency(keyID, v.idem(uint64(k), ms), storage.IdemRecord{Hash: uint64(k) * 0x9E3779B97F4A7C15, ID: id, Timestamp: ms, CreatedAt: ms})
+							key := v.idem(uint64(k), ms)
+							if look != nil {
+								if _, err := look.Get(keyID, key); err != storage.ErrNotFound {
+									errOnce.Do(func() { firstErr = fmt.Errorf("look-up of a new key: %v", err) })
+									return
+								}
+							}
+							b.AddIdempotency(keyID, key, storage.IdemRecord{Hash: uint64(k) * 0x9E3779B97F4A7C15, ID: id, Timestamp: ms, CreatedAt: ms})
 						}
 					}
 				}
 				if b == nil {
 					continue
+				}
+				if look != nil {
+					_ = look.Close()
 				}
 				err := b.Commit(true)
 				b.Close()

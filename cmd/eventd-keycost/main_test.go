@@ -4,7 +4,19 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/eventd/eventd/storage"
 )
+
+// TestRunLookups: with --lookups every key is looked up before it is
+// written, kept by second or by day; a key found fails the run.
+func TestRunLookups(t *testing.T) {
+	for _, keys := range []int{0, -1} {
+		if _, err := run("idemUUID", variants["idemUUID"], 3000, 100, 2, t.TempDir(), storage.Options{IdempotencyFilterKeys: keys}, 100, time.Minute, false, true); err != nil {
+			t.Errorf("filter keys %d: %v", keys, err)
+		}
+	}
+}
 
 // TestRunCountsEachKey writes a few thousand events per variant and checks
 // the accounting: every stored variant writes WAL and sstable bytes, and
@@ -12,7 +24,7 @@ import (
 func TestRunCountsEachKey(t *testing.T) {
 	wal, sst := map[string]float64{}, map[string]float64{}
 	for _, name := range []string{"all", "displaced", "jitter1s", "noV", "recordOnly", "gen"} {
-		r, err := run(name, variants[name], 3000, 100, 2, t.TempDir(), 0, 100, time.Minute, true, 0, 0)
+		r, err := run(name, variants[name], 3000, 100, 2, t.TempDir(), storage.Options{}, 100, time.Minute, true, false)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -1,0 +1,205 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/maphash"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/eventd/eventd/storage/slotfilter"
+)
+
+// Idempotency records are kept by the second they were created in, for
+// every API key together: F second len keyID key (idemSlotKey). A flushed
+// table of them overlaps, below it, only tables of the seconds it holds,
+// however random the keys: UUID messageIds, which analytics-go and the
+// mobile SDKs send, scattered over their API key's day partition (the
+// layout before, H) made every flushed table overlap all of the day's
+// tables below, and compaction rewrite them (docs/benchmarks.md, proposal
+// 20).
+//
+// Since the second is not in the key a look-up is given, the filter in
+// memory (package slotfilter) maps each key's hash to the seconds it may
+// be in: a new key, the common case, is answered without reading Pebble,
+// a retry with one seek. The filter is derived data: Open rebuilds it from
+// the records' keys. Past its bound (Options.IdempotencyFilterKeys), keys
+// go to the day layout, which look-ups then read too (idemDayInUse), as
+// they do while records written before this layout are left.
+
+// DefaultIdempotencyFilterKeys bounds the filter when
+// Options.IdempotencyFilterKeys is 0: 16 million keys, a day at 185 keyed
+// events a second, in at most 128 MiB.
+const DefaultIdempotencyFilterKeys = 16 << 20
+
+// idemSlots is the filter and what look-ups need to read it.
+type idemSlots struct {
+	filter *slotfilter.Filter
+	seed   maphash.Seed
+	// hi is the latest second a record was written in: the filter reads
+	// its seconds back relative to it (or now, if later).
+	hi atomic.Uint32
+	// overflow: the filter refused a key in this process, which went to
+	// the day layout. It stays set until the next Open, which finds that
+	// record as it finds records of the layout before.
+	overflow atomic.Bool
+}
+
+// newIdemSlots is a filter of up to maxKeys keys (0: the default); with
+// maxKeys < 0 there is none, and every key is kept by day.
+func newIdemSlots(maxKeys int) *idemSlots {
+	s := &idemSlots{seed: maphash.MakeSeed()}
+	switch {
+	case maxKeys < 0:
+		s.overflow.Store(true)
+		return s
+	case maxKeys == 0:
+		maxKeys = DefaultIdempotencyFilterKeys
+	}
+	s.filter = slotfilter.New(maxKeys)
+	return s
+}
+
+// hash is the filter's hash of keyID's key.
+func (s *idemSlots) hash(keyID, key string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	_ = h.WriteByte(byte(len(keyID)))
+	_, _ = h.WriteString(keyID)
+	_, _ = h.WriteString(key)
+	return h.Sum64()
+}
+
+// idemSecond is the slot of a record created at ms.
+func idemSecond(ms int64) uint32 {
+	if ms < 0 {
+		return 0
+	}
+	return uint32(ms / 1000)
+}
+
+// add notes keyID's key stored in second sec; false if the filter is full
+// and the record must go to the day layout.
+func (s *idemSlots) add(keyID, key string, sec uint32) bool {
+	if s.filter == nil || !s.filter.Insert(s.hash(keyID, key), sec) {
+		s.overflow.Store(true)
+		return false
+	}
+	for {
+		cur := s.hi.Load()
+		if sec <= cur || s.hi.CompareAndSwap(cur, sec) {
+			return true
+		}
+	}
+}
+
+// find appends the seconds keyID's key may be stored in, newest first.
+func (s *idemSlots) find(keyID, key string, nowMs int64, dst []uint32) []uint32 {
+	if s.filter == nil {
+		return dst
+	}
+	return s.filter.Find(s.hash(keyID, key), max(s.hi.Load(), idemSecond(nowMs)), dst)
+}
+
+// idemSlotKey is F second len keyID key.
+func idemSlotKey(dst []byte, sec uint32, keyID, key string) []byte {
+	dst = append(dst, prefixIdemSlot)
+	dst = binary.BigEndian.AppendUint32(dst, sec)
+	dst = append(dst, byte(len(keyID)))
+	dst = append(dst, keyID...)
+	return append(dst, key...)
+}
+
+// parseIdemSlotKey splits an F key.
+func parseIdemSlotKey(k []byte) (sec uint32, keyID, key string, ok bool) {
+	if len(k) < 6 || k[0] != prefixIdemSlot || len(k) < 6+int(k[5]) {
+		return 0, "", "", false
+	}
+	n := int(k[5])
+	return binary.BigEndian.Uint32(k[1:]), string(k[6 : 6+n]), string(k[6+n:]), true
+}
+
+// idemDayInUse says look-ups must read the day layout too: records of it
+// are left from before, or the filter was full.
+func (d *DB) idemDayInUse() bool {
+	return d.idemDayLegacy.Load() || d.idemSlots.overflow.Load()
+}
+
+// loadIdemSlots fills the filter from the records' keys at Open. A key
+// the filter refuses (a table filled in another order can take fewer) is
+// moved to the day layout, so that look-ups still find it.
+func (d *DB) loadIdemSlots() (int, error) {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemSlot}, UpperBound: []byte{prefixIdemSlot + 1}})
+	if err != nil {
+		return 0, err
+	}
+	b := d.db.NewBatch()
+	defer b.Close()
+	n := 0
+	for valid := it.First(); valid; valid = it.Next() {
+		sec, keyID, key, ok := parseIdemSlotKey(it.Key())
+		if !ok {
+			return n, errors.Join(errCorrupt, it.Close())
+		}
+		if d.idemSlots.add(keyID, key, sec) {
+			n++
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return n, errors.Join(err, it.Close())
+		}
+		r, err := decodeIdemRecord(v)
+		if err != nil {
+			return n, errors.Join(err, it.Close())
+		}
+		day := idemDay(r.CreatedAt)
+		d.idemDays.raise(day)
+		_ = b.Set(idemDayKey(nil, keyID, day, key), v, nil)
+		_ = b.Delete(it.Key(), nil)
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return n, err
+	}
+	if b.Empty() {
+		return n, nil
+	}
+	if d.readOnly {
+		// Nothing can move; a read-only store takes no writes to check.
+		return n, nil
+	}
+	return n, d.commit(b, pebble.Sync)
+}
+
+// sweepIdemSlots adds to b the deletion of the records of the seconds
+// before cut, one range deletion, if there are any. The caller forgets
+// them in the filter once b is committed (forgetIdemSlots).
+func (d *DB) sweepIdemSlots(b *pebble.Batch, cut uint32) error {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemSlot}, UpperBound: []byte{prefixIdemSlot + 1}})
+	if err != nil {
+		return err
+	}
+	if it.First() {
+		if sec, _, _, ok := parseIdemSlotKey(it.Key()); ok && sec < cut {
+			_ = b.DeleteRange([]byte{prefixIdemSlot}, binary.BigEndian.AppendUint32([]byte{prefixIdemSlot}, cut), nil)
+		}
+	}
+	return errors.Join(it.Error(), it.Close())
+}
+
+// forgetIdemSlots removes the seconds before cut from the filter.
+func (d *DB) forgetIdemSlots(cut uint32) {
+	if d.idemSlots.filter == nil {
+		return
+	}
+	d.idemSlots.filter.Expire(cut, max(d.idemSlots.hi.Load(), idemSecond(d.now().UnixMilli())))
+}
+
+// IdempotencyFilter is the keys the filter holds and its table's bytes.
+func (d *DB) IdempotencyFilter() (keys, bytes int) {
+	if f := d.idemSlots.filter; f != nil {
+		return f.Len(), f.Bytes()
+	}
+	return 0, 0
+}

@@ -1,0 +1,140 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// putIdem stores keyID's keys, each created at createdMs, in one batch.
+func putIdem(t testing.TB, db *DB, keyID string, createdMs int64, keys ...string) {
+	t.Helper()
+	b := db.NewBatch()
+	defer b.Close()
+	for _, k := range keys {
+		b.AddIdempotency(keyID, k, IdemRecord{Hash: uint64(createdMs), ID: testID(uint64(createdMs)), CreatedAt: createdMs})
+	}
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkIdem fails the test unless each key's record was created at
+// want[key] (0: none is found).
+func checkIdem(t testing.TB, db *DB, phase, keyID string, want map[string]int64) {
+	t.Helper()
+	for key, created := range want {
+		r, err := db.GetIdempotency(keyID, key)
+		switch {
+		case created == 0 && !errors.Is(err, ErrNotFound):
+			t.Errorf("%s: %s/%q = %+v, %v; want not found", phase, keyID, key, r, err)
+		case created != 0 && (err != nil || r.CreatedAt != created):
+			t.Errorf("%s: %s/%q = %+v, %v; want the record created at %d", phase, keyID, key, r, err, created)
+		}
+	}
+}
+
+// keyNames is n keys named prefix0, prefix1, ...
+func keyNames(prefix string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint(prefix, i)
+	}
+	return keys
+}
+
+// TestIdemSlots: records are kept by second, for every API key together;
+// a sweep deletes the seconds before the cutoff's and the filter forgets
+// them; a reopened store rebuilds the filter from the records.
+func TestIdemSlots(t *testing.T) {
+	db := openTestDB(t, "")
+	now := time.Now().UnixMilli() / 1000 * 1000
+	putIdem(t, db.DB, "key", now-3000, "a")
+	putIdem(t, db.DB, "other_key", now-3000, "a")
+	putIdem(t, db.DB, "key", now-2001, "b")
+	putIdem(t, db.DB, "key", now-1500, "c")
+	putIdem(t, db.DB, "key", now-1000, "d", "e")
+	if n := countKeys(t, db.DB, []byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}); n != 6 {
+		t.Fatalf("%d records kept by second, want 6", n)
+	}
+	if n := countKeys(t, db.DB, []byte{prefixIdemDay}, []byte{prefixIdem + 1}); n != 0 || db.idemDayInUse() {
+		t.Fatalf("%d records kept by day (look-ups read them: %v), want none", n, db.idemDayInUse())
+	}
+	all := map[string]int64{"a": now - 3000, "b": now - 2001, "c": now - 1500, "d": now - 1000, "e": now - 1000, "f": 0}
+	checkIdem(t, db.DB, "written", "key", all)
+	checkIdem(t, db.DB, "written", "other_key", map[string]int64{"a": now - 3000, "b": 0})
+	checkIdem(t, db.DB, "written", "nokey", map[string]int64{"a": 0})
+
+	db = db.reopen(t)
+	if n := db.idemSlots.filter.Len(); n != 6 {
+		t.Errorf("the reopened store's filter holds %d keys, want 6", n)
+	}
+	checkIdem(t, db.DB, "reopened", "key", all)
+
+	// c is older than the cutoff, but of its second: it stays.
+	if err := db.SweepIdempotency(now - 1200); err != nil {
+		t.Fatal(err)
+	}
+	checkIdem(t, db.DB, "swept", "key", map[string]int64{"a": 0, "b": 0, "c": now - 1500, "d": now - 1000, "e": now - 1000})
+	checkIdem(t, db.DB, "swept", "other_key", map[string]int64{"a": 0})
+	if n := countKeys(t, db.DB, []byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}); n != 3 {
+		t.Errorf("%d records after the sweep, want 3", n)
+	}
+	if n := db.idemSlots.filter.Len(); n != 3 {
+		t.Errorf("the filter holds %d keys after the sweep, want 3", n)
+	}
+	// A second sweep changes nothing.
+	if err := db.SweepIdempotency(now - 1200); err != nil {
+		t.Fatal(err)
+	}
+	checkIdem(t, db.DB, "swept again", "key", map[string]int64{"c": now - 1500, "e": now - 1000})
+}
+
+// TestIdemSlotsFull: past the filter's bound keys are kept by day, which
+// look-ups then read too, also once reopened; a key stored again there is
+// found over its older record kept by second.
+func TestIdemSlotsFull(t *testing.T) {
+	db := openTestDBWith(t, Options{IdempotencyFilterKeys: 4096})
+	now := time.Now().UnixMilli()
+	putIdem(t, db.DB, "key", now-25*hourMs, "again") // past its day, not yet swept
+	keys := keyNames("k", 5000)
+	putIdem(t, db.DB, "key", now-hourMs, keys...)
+	if !db.idemDayInUse() {
+		t.Fatal("5,001 keys fit a filter of 4,096")
+	}
+	putIdem(t, db.DB, "key", now-60_000, "again")
+	bySec := countKeys(t, db.DB, []byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1})
+	byDay := countKeys(t, db.DB, []byte{prefixIdemDay}, []byte{prefixIdemDay + 1})
+	if bySec+byDay != 5002 || byDay == 0 || bySec < 3000 {
+		t.Fatalf("%d records by second and %d by day, want 5,002, at least 3,000 by second", bySec, byDay)
+	}
+	want := map[string]int64{"again": now - 60_000, "never": 0}
+	for _, k := range keys {
+		want[k] = now - hourMs
+	}
+	checkIdem(t, db.DB, "written", "key", want)
+	db = db.reopen(t)
+	checkIdem(t, db.DB, "reopened", "key", want)
+}
+
+// TestIdemSlotsRebuildRefused: a filter that cannot take at Open every
+// key kept by second (a smaller bound) moves the others to the day layout.
+func TestIdemSlotsRebuildRefused(t *testing.T) {
+	db := openTestDB(t, "")
+	now := time.Now().UnixMilli()
+	keys := keyNames("k", 6000)
+	putIdem(t, db.DB, "key", now-hourMs, keys...)
+	db.close(t)
+	db = openTestDBIn(t, db.dir, Options{IdempotencyFilterKeys: 4096})
+	bySec := countKeys(t, db.DB, []byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1})
+	byDay := countKeys(t, db.DB, []byte{prefixIdemDay}, []byte{prefixIdemDay + 1})
+	if bySec+byDay != 6000 || byDay == 0 || bySec != db.idemSlots.filter.Len() {
+		t.Fatalf("%d records by second (the filter holds %d) and %d by day, want 6,000, some by day", bySec, db.idemSlots.filter.Len(), byDay)
+	}
+	want := map[string]int64{"never": 0}
+	for _, k := range keys {
+		want[k] = now - hourMs
+	}
+	checkIdem(t, db.DB, "reopened smaller", "key", want)
+}

@@ -1,0 +1,168 @@
+package slotfilter
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// hashes are n distinct pseudo-random key hashes.
+func hashes(t *testing.T, seed uint64, n int) []uint64 {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
+	hs := make([]uint64, n)
+	for i := range hs {
+		hs[i] = r.Uint64()
+	}
+	return hs
+}
+
+func TestFindWhatWasInserted(t *testing.T) {
+	tests := []struct {
+		name       string
+		keys       int
+		base, step uint32 // key i goes to slot base + i*step
+	}{
+		{"one key", 1, 1000, 0},
+		{"within the first table", 3000, 1000, 0},
+		{"after doubling", 100_000, 1000, 1},
+		{"slots past the stored bits", 5000, 5<<24 - 2000, 1},
+		{"a day of seconds", 86_400, 1_800_000_000, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := New(1 << 20)
+			hs := hashes(t, 1, tt.keys)
+			slot := func(i int) uint32 { return tt.base + uint32(i)*tt.step }
+			for i, h := range hs {
+				if !f.Insert(h, slot(i)) {
+					t.Fatalf("Insert #%d refused at %d keys", i, f.Len())
+				}
+			}
+			if f.Len() != tt.keys {
+				t.Fatalf("Len = %d, want %d", f.Len(), tt.keys)
+			}
+			hi := slot(tt.keys - 1)
+			for i, h := range hs {
+				if got := f.Find(h, hi, nil); !slices.Equal(got, []uint32{slot(i)}) {
+					t.Fatalf("Find(#%d) = %v, want [%d]", i, got, slot(i))
+				}
+			}
+		})
+	}
+}
+
+// TestFalseHits: keys never inserted are answered from memory.
+func TestFalseHits(t *testing.T) {
+	f := New(1 << 20)
+	for _, h := range hashes(t, 2, 900_000) {
+		if !f.Insert(h, 5) {
+			t.Fatal("Insert refused below the bound")
+		}
+	}
+	hits := 0
+	var buf []uint32
+	for _, h := range hashes(t, 3, 1_000_000) {
+		buf = f.Find(h, 5, buf[:0])
+		hits += len(buf)
+	}
+	// About 8 in 2^40 per look-up: a million look-ups should find none.
+	if hits > 1 {
+		t.Errorf("%d false hits in a million look-ups", hits)
+	}
+}
+
+// TestBound: past its bound the filter refuses keys and forgets none.
+func TestBound(t *testing.T) {
+	f := New(10_000) // 4,096 buckets: 16,384 entries
+	hs := hashes(t, 4, 20_000)
+	in := 0
+	for _, h := range hs {
+		if !f.Insert(h, 9) {
+			break
+		}
+		in++
+	}
+	if in < 14_000 || in >= 16_384 {
+		t.Fatalf("took %d keys, want 14,000-16,383 (bound 16,384 entries)", in)
+	}
+	for _, h := range hs[in:] {
+		f.Insert(h, 9) // some may still fit; the refused ones change nothing
+	}
+	for i, h := range hs[:in] {
+		if got := f.Find(h, 9, nil); !slices.Equal(got, []uint32{9}) {
+			t.Fatalf("key #%d: Find = %v after refusals, want [9]", i, got)
+		}
+	}
+	if b := f.Bytes(); b != 4096*4*8 {
+		t.Errorf("Bytes = %d, want %d", b, 4096*4*8)
+	}
+}
+
+func TestExpire(t *testing.T) {
+	f := New(1 << 16)
+	hs := hashes(t, 5, 10_000)
+	// Slots 100 to 199; hi is past the stored bits' wrap to show that
+	// slots are read back relative to it.
+	base := uint32(3<<24 - 50)
+	for i, h := range hs {
+		f.Insert(h, base+uint32(i%100))
+	}
+	hi := base + 99
+	if gone := f.Expire(base+40, hi); gone != 4000 {
+		t.Errorf("Expire removed %d, want 4000", gone)
+	}
+	if f.Len() != 6000 {
+		t.Errorf("Len = %d, want 6000", f.Len())
+	}
+	for i, h := range hs {
+		got := f.Find(h, hi, nil)
+		if i%100 < 40 && len(got) != 0 {
+			t.Fatalf("key #%d of slot %d found after expiry: %v", i, base+uint32(i%100), got)
+		}
+		if i%100 >= 40 && !slices.Equal(got, []uint32{base + uint32(i%100)}) {
+			t.Fatalf("key #%d: Find = %v, want [%d]", i, got, base+uint32(i%100))
+		}
+	}
+}
+
+// TestNewestFirst: a key stored again (its record past its age) is found
+// in both slots, the later first.
+func TestNewestFirst(t *testing.T) {
+	f := New(1 << 12)
+	f.Insert(42<<24, 10)
+	f.Insert(42<<24, 30)
+	f.Insert(42<<24, 20)
+	if got := f.Find(42<<24, 30, nil); !slices.Equal(got, []uint32{30, 20, 10}) {
+		t.Errorf("Find = %v, want [30 20 10]", got)
+	}
+	if got := f.Find(43<<24, 30, nil); len(got) != 0 {
+		t.Errorf("Find of another tag = %v, want none", got)
+	}
+}
+
+func BenchmarkFind(b *testing.B) {
+	f := New(1 << 23)
+	r := rand.New(rand.NewPCG(6, 1))
+	hs := make([]uint64, 4<<20)
+	for i := range hs {
+		hs[i] = r.Uint64()
+		f.Insert(hs[i], 1)
+	}
+	var buf []uint32
+	b.ResetTimer()
+	for i := range b.N {
+		buf = f.Find(hs[i%len(hs)]^1<<63, 1, buf[:0])
+	}
+}
+
+func BenchmarkInsert(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 1))
+	f := New(1 << 23)
+	for i := range b.N {
+		if i%(6<<20) == 0 {
+			f = New(1 << 23)
+		}
+		f.Insert(r.Uint64(), 1)
+	}
+}
