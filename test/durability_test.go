@@ -21,6 +21,10 @@ var highLimits = map[string]int64{"minute": 10_000_000, "hour": 100_000_000, "da
 type ackedEvent struct {
 	id, name, visitor string
 	ts                string // the time the client sent with it, if any
+	// A keyed event's route and a request body that repeats it (with its
+	// Idempotency-Key header on POST /events).
+	path, idemKey string
+	replay        []byte
 }
 
 // loadResult is what the clients of a load saw.
@@ -32,8 +36,9 @@ type loadResult struct {
 }
 
 // writeLoad is a set of concurrent writers against one server. Half of the clients
-// send POST /events, half POST /events/batch with 10-50 events; each keeps a
-// keep-alive connection of its own and records every id it got in a 201.
+// send POST /events, half POST /events/batch with 10-50 events; half of
+// each send idempotency keys; each keeps a keep-alive connection of its own
+// and records every id it got in a 201.
 type writeLoad struct {
 	stopc   chan struct{}
 	wg      sync.WaitGroup
@@ -54,7 +59,7 @@ func startLoad(url, key string, round, clients int, seed int64) *writeLoad {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.client(c, rng, url, key, fmt.Sprintf("dur_r%d_c%d", round, i), i%2 == 1, i%4 >= 2)
+			l.client(c, rng, url, key, fmt.Sprintf("dur_r%d_c%d", round, i), i%2 == 1, i%4 >= 2, i%8 >= 4)
 		}()
 	}
 	return l
@@ -63,13 +68,26 @@ func startLoad(url, key string, round, clients int, seed int64) *writeLoad {
 // client sends single events or batches until stopped. With clientTime
 // each event carries a time up to 10 s before it is sent, as an SDK that
 // queues its events sends them: their records go under their Z keys and
-// their time keys through the late memory (storage/latemem.go).
-func (l *writeLoad) client(c *http.Client, rng *rand.Rand, url, key, name string, batch, clientTime bool) {
+// their time keys through the late memory (storage/latemem.go). With
+// keyed each event carries an idempotency key (the header of a single
+// event, idempotency_key in a batch).
+func (l *writeLoad) client(c *http.Client, rng *rand.Rand, url, key, name string, batch, clientTime, keyed bool) {
 	event := func(a *ackedEvent, props map[string]any) map[string]any {
 		e := map[string]any{"event": name, "visitor_id": a.visitor, "properties": props}
 		if clientTime {
 			a.ts = time.Now().Add(-time.Duration(rng.Int63n(int64(10 * time.Second)))).UTC().Format("2006-01-02T15:04:05.000Z")
 			e["timestamp"] = a.ts
+		}
+		if keyed {
+			a.idemKey = "k_" + a.visitor
+			if batch {
+				e["idempotency_key"] = a.idemKey
+				a.path = "/events/batch"
+				a.replay, _ = json.Marshal(map[string]any{"events": []any{e}})
+			} else {
+				a.path = "/events"
+				a.replay, _ = json.Marshal(e)
+			}
 		}
 		return e
 	}
@@ -99,6 +117,9 @@ func (l *writeLoad) client(c *http.Client, rng *rand.Rand, url, key, name string
 		req, _ := http.NewRequest("POST", url+path, bytes.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("Content-Type", "application/json")
+		if keyed && !batch {
+			req.Header.Set("Idempotency-Key", events[0].idemKey)
+		}
 		status, rb, err := sendAndRead(c, req)
 		if err != nil {
 			l.mu.Lock()
@@ -353,11 +374,14 @@ func TestKill9NoAcknowledgedEventLost(t *testing.T) {
 		}
 		all = append(all, res.acked...)
 		s.Restart()
+		verifyReplays(t, s.Public, key, sampleAcked(rng, keyedOf(res.acked), 200))
 		verifyAcked(t, s.Public, key, res.acked, len(all), 1000, rng)
 		verifyTotals(t, s, p, key, round, clients)
 	}
-	// Events of earlier rounds are still there after later crashes.
+	// Events of earlier rounds are still there after later crashes, and
+	// their idempotency keys are remembered.
 	verifyAcked(t, s.Public, key, sampleAcked(rng, all, 500), len(all), 500, rng)
+	verifyReplays(t, s.Public, key, sampleAcked(rng, keyedOf(all), 200))
 	// Past the bound by then: the sealer splits today at the last start at
 	// the latest (a minute is far more than a split of a few thousand
 	// entries takes, even on a loaded machine).
@@ -413,6 +437,54 @@ func verifyTotals(t *testing.T, s *Server, p, key string, rounds, clients int) {
 	}
 	if got := analyticsTotal(t, s, akey, "type=timeseries&interval=hour&"+days); got != float64(sum) {
 		t.Errorf("analytics total %v, but %d events stored", got, sum)
+	}
+}
+
+// keyedOf is the events of all sent with idempotency keys.
+func keyedOf(all []ackedEvent) []ackedEvent {
+	var out []ackedEvent
+	for _, a := range all {
+		if a.idemKey != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// verifyReplays repeats each keyed event and checks that the answer is the
+// acknowledged event, not a new one: the idempotency records, and the
+// filter in memory that finds them (rebuilt at start), survived the crash.
+func verifyReplays(t *testing.T, url, key string, keyed []ackedEvent) {
+	t.Helper()
+	if len(keyed) == 0 {
+		t.Fatal("no keyed event acknowledged")
+	}
+	c := &http.Client{Timeout: 30 * time.Second}
+	defer c.CloseIdleConnections()
+	for _, a := range keyed {
+		req, _ := http.NewRequest("POST", url+a.path, bytes.NewReader(a.replay))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		if a.path == "/events" {
+			req.Header.Set("Idempotency-Key", a.idemKey)
+		}
+		status, b, err := sendAndRead(c, req)
+		if err != nil || status != 201 {
+			t.Fatalf("repeat of %s: %d %v %s", a.id, status, err, b)
+		}
+		var out struct {
+			ID      string
+			Results []struct{ ID string }
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("repeat of %s: %v %s", a.id, err, b)
+		}
+		if len(out.Results) == 1 {
+			out.ID = out.Results[0].ID
+		}
+		if out.ID != a.id {
+			t.Fatalf("repeat of %s (key %s) answered %s: stored again after the crash", a.id, a.idemKey, b)
+		}
 	}
 }
 
