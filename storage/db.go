@@ -228,23 +228,29 @@ func Open(dir string, o Options) (*DB, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("read the idempotency records of %s: %w", dir, err)
 	}
-	start := time.Now()
-	n, err := d.loadIdemSlots()
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("rebuild the idempotency filter of %s: %w", dir, err)
-	}
-	if n > 0 && o.Logger != nil {
-		o.Logger.Info("idempotency filter rebuilt in memory", "keys", n, "took", time.Since(start).Round(time.Millisecond))
-	}
 	if err := d.openVisitorIndex(o); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)
 	}
-	start = time.Now()
-	n, err = d.loadLateMem()
-	if err != nil {
+	// The idempotency filter is rebuilt beside the memories below (on the
+	// other core: each can take seconds), before anything is written.
+	idem := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		n, err := d.loadIdemSlots()
+		if err == nil && n > 0 && o.Logger != nil {
+			o.Logger.Info("idempotency filter rebuilt in memory", "keys", n, "took", time.Since(start).Round(time.Millisecond))
+		}
+		idem <- err
+	}()
+	closeDB := func() {
+		<-idem
 		_ = db.Close()
+	}
+	start := time.Now()
+	n, err := d.loadLateMem()
+	if err != nil {
+		closeDB()
 		return nil, fmt.Errorf("rebuild the recent displaced events' time index of %s: %w", dir, err)
 	}
 	if n > 0 && o.Logger != nil {
@@ -253,7 +259,7 @@ func Open(dir string, o Options) (*DB, error) {
 	start = time.Now()
 	n, err = d.loadVisitorMem(start)
 	if err != nil {
-		_ = db.Close()
+		closeDB()
 		return nil, fmt.Errorf("rebuild the visitor index of recent days of %s: %w", dir, err)
 	}
 	d.lateVisitors() // their J keys are not in Pebble yet
@@ -263,8 +269,12 @@ func Open(dir string, o Options) (*DB, error) {
 	d.derived = newDerived(d, o.Logger, o.DerivedInterval)
 	n, err = d.derived.replayLog()
 	if err != nil {
-		_ = db.Close()
+		closeDB()
 		return nil, fmt.Errorf("replay the derived log of %s: %w", dir, err)
+	}
+	if err := <-idem; err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("rebuild the idempotency filter of %s: %w", dir, err)
 	}
 	if n > 0 && o.Logger != nil {
 		o.Logger.Info("derived log replayed", "commits", n)

@@ -28,7 +28,10 @@
 //	                                     bot events count under name 0xff+name and 0xff, not name and "" (bots.go)
 //	G ds kind ...           -> goal completions and evaluation cursor (rollup_goals.go)
 //	L seq                   -> derived log: what one commit adds to C and U, until the next checkpoint (derived.go)
-//	H len keyID day idemKey -> idempotency record, by the UTC day it was created (idempotency.go)
+//	F sec len keyID idemKey -> idempotency record, by the second it was created, found through a
+//	                                     filter in memory rebuilt at Open (idemslots.go)
+//	H len keyID day idemKey -> idempotency record, by the UTC day it was created: past the filter's
+//	                                     bound, and before it (idempotency.go)
 //	I len keyID idemKey     -> idempotency record of the layout before the days; read until swept
 //	R keyID                 -> rate-limit windows of a key
 //	X kind 0x00 id          -> configuration record (JSON owned by the engine)

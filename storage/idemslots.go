@@ -71,6 +71,15 @@ func (s *idemSlots) hash(keyID, key string) uint64 {
 	return h.Sum64()
 }
 
+// hashKey is hash of a record's key (F sec len keyID key), which
+// parseIdemSlotKey has checked.
+func (s *idemSlots) hashKey(k []byte) uint64 {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	_, _ = h.Write(k[5:]) // len keyID key, as hash writes them
+	return h.Sum64()
+}
+
 // idemSecond is the slot of a record created at ms.
 func idemSecond(ms int64) uint32 {
 	if ms < 0 {
@@ -82,7 +91,12 @@ func idemSecond(ms int64) uint32 {
 // add notes keyID's key stored in second sec; false if the filter is full
 // and the record must go to the day layout.
 func (s *idemSlots) add(keyID, key string, sec uint32) bool {
-	if s.filter == nil || !s.filter.Insert(s.hash(keyID, key), sec) {
+	return s.addHash(s.hash(keyID, key), sec)
+}
+
+// addHash is add of a key's hash.
+func (s *idemSlots) addHash(h uint64, sec uint32) bool {
+	if s.filter == nil || !s.filter.Insert(h, sec) {
 		s.overflow.Store(true)
 		return false
 	}
@@ -111,14 +125,18 @@ func idemSlotKey(dst []byte, sec uint32, keyID, key string) []byte {
 	return append(dst, key...)
 }
 
-// parseIdemSlotKey splits an F key.
-func parseIdemSlotKey(k []byte) (sec uint32, keyID, key string, ok bool) {
+// parseIdemSlotKey splits an F key; keyID and key point into k.
+func parseIdemSlotKey(k []byte) (sec uint32, keyID, key []byte, ok bool) {
 	if len(k) < 6 || k[0] != prefixIdemSlot || len(k) < 6+int(k[5]) {
-		return 0, "", "", false
+		return 0, nil, nil, false
 	}
 	n := int(k[5])
-	return binary.BigEndian.Uint32(k[1:]), string(k[6 : 6+n]), string(k[6+n:]), true
+	return binary.BigEndian.Uint32(k[1:]), k[6 : 6+n], k[6+n:], true
 }
+
+// idemBytesPerRecord is less than a record kept by second takes on disk,
+// so that the filter reserved from the records' disk usage holds them all.
+const idemBytesPerRecord = 48
 
 // idemDayInUse says look-ups must read the day layout too: records of it
 // are left from before, or the filter was full.
@@ -134,6 +152,11 @@ func (d *DB) loadIdemSlots() (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if f := d.idemSlots.filter; f != nil {
+		if size, err := d.db.EstimateDiskUsage([]byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}); err == nil {
+			f.Reserve(int(min(size/idemBytesPerRecord, 1<<40)))
+		}
+	}
 	b := d.db.NewBatch()
 	defer b.Close()
 	n := 0
@@ -142,7 +165,7 @@ func (d *DB) loadIdemSlots() (int, error) {
 		if !ok {
 			return n, errors.Join(errCorrupt, it.Close())
 		}
-		if d.idemSlots.add(keyID, key, sec) {
+		if d.idemSlots.addHash(d.idemSlots.hashKey(it.Key()), sec) {
 			n++
 			continue
 		}
@@ -156,7 +179,7 @@ func (d *DB) loadIdemSlots() (int, error) {
 		}
 		day := idemDay(r.CreatedAt)
 		d.idemDays.raise(day)
-		_ = b.Set(idemDayKey(nil, keyID, day, key), v, nil)
+		_ = b.Set(idemDayKey(nil, string(keyID), day, string(key)), v, nil)
 		_ = b.Delete(it.Key(), nil)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {

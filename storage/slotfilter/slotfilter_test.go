@@ -3,6 +3,7 @@ package slotfilter
 import (
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -149,6 +150,7 @@ func BenchmarkFind(b *testing.B) {
 		hs[i] = r.Uint64()
 		f.Insert(hs[i], 1)
 	}
+	f.Reserve(len(hs)) // waits for a larger table still being built
 	var buf []uint32
 	b.ResetTimer()
 	for i := range b.N {
@@ -164,5 +166,55 @@ func BenchmarkInsert(b *testing.B) {
 			f = New(1 << 23)
 		}
 		f.Insert(r.Uint64(), 1)
+	}
+}
+
+// TestGrowWhileInserting: keys inserted while larger tables are built,
+// from several goroutines, beside look-ups and an expiry of other slots,
+// are all found once the building is over.
+func TestGrowWhileInserting(t *testing.T) {
+	f := New(1 << 20)
+	const writers, each = 4, 40_000
+	hs := hashes(t, 8, writers*each)
+	old := hashes(t, 9, 1000)
+	for _, h := range old {
+		f.Insert(h, 1)
+	}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, h := range hs[w*each : (w+1)*each] {
+				if !f.Insert(h, 7) {
+					t.Error("Insert refused below the bound")
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var buf []uint32
+		for i := range 20_000 {
+			buf = f.Find(hs[i], 7, buf[:0])
+		}
+		f.Expire(2, 7)
+	}()
+	wg.Wait()
+	f.Reserve(0) // waits for a table still being built
+	for i, h := range hs {
+		if got := f.Find(h, 7, nil); !slices.Equal(got, []uint32{7}) {
+			t.Fatalf("key #%d: Find = %v, want [7]", i, got)
+		}
+	}
+	for i, h := range old {
+		if got := f.Find(h, 7, nil); len(got) != 0 {
+			t.Fatalf("expired key #%d: Find = %v", i, got)
+		}
+	}
+	if f.Len() != len(hs) {
+		t.Errorf("Len = %d, want %d", f.Len(), len(hs))
 	}
 }
