@@ -20,6 +20,18 @@ type StoreWork struct {
 	// past --visitor-memory was written to the store, seconds of CPU in one
 	// go. A run counts one however many happened in it.
 	VisitorSplits int
+	// Remeasured counts runs measured again because of a split in them
+	// (Remeasure); their work is counted here, their rates are not.
+	Remeasured int
+}
+
+// Remeasure is the work of a run measured again after first, a run with a
+// split in it that the rates leave out: both runs' work, one more run
+// measured again.
+func Remeasure(first, again StoreWork) StoreWork {
+	again.add(first)
+	again.Remeasured++
+	return again
 }
 
 // StoreReading is one reading of the metrics StoreWork is made from.
@@ -87,6 +99,7 @@ func (w *StoreWork) add(o StoreWork) {
 	w.Known = true
 	w.CompactedBytes += o.CompactedBytes
 	w.VisitorSplits += o.VisitorSplits
+	w.Remeasured += o.Remeasured
 }
 
 // StoreWorkNote lists the store's work during each series' rounds, or
@@ -106,6 +119,13 @@ func StoreWorkNote(series []*Series) string {
 			part += ", a visitor-memory split"
 		default:
 			part += fmt.Sprintf(", %d visitor-memory splits", w.VisitorSplits)
+		}
+		switch w.Remeasured {
+		case 0:
+		case 1:
+			part += " (a round with a split measured again)"
+		default:
+			part += fmt.Sprintf(" (%d rounds with a split measured again)", w.Remeasured)
 		}
 		parts = append(parts, part)
 	}
