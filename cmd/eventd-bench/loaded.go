@@ -206,8 +206,13 @@ func measureRestart(ctx context.Context, e *env, prog *progress) (*bench.Restart
 		return nil, err
 	}
 	r := &bench.Restart{Seconds: took.Seconds(), TotalBefore: before, TotalAfter: after, Replayed: -1, DiskBytes: bench.DirSize(e.dataDir)}
-	if m := regexp.MustCompile(`derived log replayed.*commits=(\d+)`).FindStringSubmatch(srv.LogTail(200)); m != nil {
+	logs := srv.LogTail(200)
+	if m := regexp.MustCompile(`derived log replayed.*commits=(\d+)`).FindStringSubmatch(logs); m != nil {
 		r.Replayed, _ = strconv.Atoi(m[1])
+	}
+	if m := regexp.MustCompile(`idempotency filter rebuilt in memory.*keys=(\d+) took=(\S+)`).FindStringSubmatch(logs); m != nil {
+		r.IdemKeys, _ = strconv.ParseInt(m[1], 10, 64)
+		r.IdemTook = m[2]
 	}
 	return r, nil
 }
