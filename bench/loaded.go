@@ -200,8 +200,8 @@ type Restart struct {
 	Replayed int `json:"replayed"`
 	// IdemKeys and IdemTook are the idempotency keys the server's filter
 	// was rebuilt with and how long that took (its "idempotency filter
-	// rebuilt in memory" line, beside the other memories); IdemTook is ""
-	// when not logged.
+	// rebuilt in memory" line): keyed writes wait for it, other requests
+	// do not. IdemTook is "" when not logged.
 	IdemKeys int64  `json:"idem_keys,omitempty"`
 	IdemTook string `json:"idem_took,omitempty"`
 	// DiskBytes is the store's size.
@@ -223,7 +223,7 @@ func WriteRestart(w io.Writer, r *Restart) {
 	}
 	idem := ""
 	if r.IdemTook != "" {
-		idem = fmt.Sprintf("; idempotency filter: %s keys rebuilt in %s", groupThousands(r.IdemKeys), r.IdemTook)
+		idem = fmt.Sprintf("; idempotency filter: %s keys rebuilt in %s (keyed writes wait for it)", groupThousands(r.IdemKeys), r.IdemTook)
 	}
 	fmt.Fprintf(w, "\nrestart after kill -9 (store of %s):\n  %s healthy %.2f s after exec (goal < %v), list total %s before the kill and %s after (%s); %d commits replayed from the derived log%s\n",
 		FormatBytes(float64(r.DiskBytes)), verdict, r.Seconds, MaxRestart, groupThousands(r.TotalBefore), groupThousands(r.TotalAfter), exact, r.Replayed, idem)

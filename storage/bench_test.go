@@ -427,7 +427,8 @@ func BenchmarkIdemSlotsRebuild(b *testing.B) {
 	}
 	for b.Loop() {
 		db.idemSlots = newIdemSlots(0)
-		if n, err := db.loadIdemSlots(); err != nil || n != stored {
+		db.rebuildIdemSlots()
+		if err, n := db.idemSlots.loadErr, db.idemSlots.filter.Len(); err != nil || n != stored {
 			b.Fatal(n, err)
 		}
 	}

@@ -232,19 +232,11 @@ func Open(dir string, o Options) (*DB, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)
 	}
-	// The idempotency filter is rebuilt beside the memories below (on the
-	// other core: each can take seconds), before anything is written.
-	idem := make(chan error, 1)
-	go func() {
-		start := time.Now()
-		n, err := d.loadIdemSlots()
-		if err == nil && n > 0 && o.Logger != nil {
-			o.Logger.Info("idempotency filter rebuilt in memory", "keys", n, "took", time.Since(start).Round(time.Millisecond))
-		}
-		idem <- err
-	}()
+	// The idempotency filter is rebuilt while the store opens and serves:
+	// look-ups of idempotency keys wait for it (idemslots.go).
+	go d.rebuildIdemSlots()
 	closeDB := func() {
-		<-idem
+		<-d.idemSlots.ready
 		_ = db.Close()
 	}
 	start := time.Now()
@@ -271,10 +263,6 @@ func Open(dir string, o Options) (*DB, error) {
 	if err != nil {
 		closeDB()
 		return nil, fmt.Errorf("replay the derived log of %s: %w", dir, err)
-	}
-	if err := <-idem; err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("rebuild the idempotency filter of %s: %w", dir, err)
 	}
 	if n > 0 && o.Logger != nil {
 		o.Logger.Info("derived log replayed", "commits", n)
@@ -305,6 +293,7 @@ const numLevels = 7
 // displaced events' keys in memory are written, so that Open need not read
 // their records again.
 func (d *DB) Close() error {
+	<-d.idemSlots.ready // its rebuild reads Pebble
 	var err error
 	if !d.readOnly {
 		d.lateW.close()

@@ -142,8 +142,12 @@ type IdemLookup struct {
 	key    []byte
 }
 
-// NewIdemLookup opens a lookup; Close releases it.
+// NewIdemLookup opens a lookup, once the filter is rebuilt after Open;
+// Close releases it.
 func (d *DB) NewIdemLookup() (*IdemLookup, error) {
+	if err := d.idemReady(); err != nil {
+		return nil, err
+	}
 	now := d.now().UnixMilli()
 	legacy := d.idemLegacy.Load()
 	l := &IdemLookup{db: d, nowMs: now, dayed: legacy || d.idemDayInUse(), legacy: legacy}
@@ -267,6 +271,9 @@ func decodeIdemRecord(v []byte) (IdemRecord, error) {
 // until the next day's sweep; a look-up compares a record's age anyway
 // (actors.IdempotencyLive).
 func (d *DB) SweepIdempotency(cutoffMs int64) error {
+	if err := d.idemReady(); err != nil {
+		return err
+	}
 	b := d.db.NewBatch()
 	defer b.Close()
 	sec := idemSecond(cutoffMs)

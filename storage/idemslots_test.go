@@ -35,6 +35,14 @@ func checkIdem(t testing.TB, db *DB, phase, keyID string, want map[string]int64)
 	}
 }
 
+// waitIdem waits for Open's rebuild of the idempotency filter.
+func waitIdem(t testing.TB, db *DB) {
+	t.Helper()
+	if err := db.idemReady(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // keyNames is n keys named prefix0, prefix1, ...
 func keyNames(prefix string, n int) []string {
 	keys := make([]string, n)
@@ -67,6 +75,7 @@ func TestIdemSlots(t *testing.T) {
 	checkIdem(t, db.DB, "written", "nokey", map[string]int64{"a": 0})
 
 	db = db.reopen(t)
+	waitIdem(t, db.DB)
 	if n := db.idemSlots.filter.Len(); n != 6 {
 		t.Errorf("the reopened store's filter holds %d keys, want 6", n)
 	}
@@ -127,6 +136,7 @@ func TestIdemSlotsRebuildRefused(t *testing.T) {
 	putIdem(t, db.DB, "key", now-hourMs, keys...)
 	db.close(t)
 	db = openTestDBIn(t, db.dir, Options{IdempotencyFilterKeys: 4096})
+	waitIdem(t, db.DB)
 	bySec := countKeys(t, db.DB, []byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1})
 	byDay := countKeys(t, db.DB, []byte{prefixIdemDay}, []byte{prefixIdemDay + 1})
 	if bySec+byDay != 6000 || byDay == 0 || bySec != db.idemSlots.filter.Len() {

@@ -206,13 +206,18 @@ func measureRestart(ctx context.Context, e *env, prog *progress) (*bench.Restart
 		return nil, err
 	}
 	r := &bench.Restart{Seconds: took.Seconds(), TotalBefore: before, TotalAfter: after, Replayed: -1, DiskBytes: bench.DirSize(e.dataDir)}
-	logs := srv.LogTail(200)
-	if m := regexp.MustCompile(`derived log replayed.*commits=(\d+)`).FindStringSubmatch(logs); m != nil {
+	if m := regexp.MustCompile(`derived log replayed.*commits=(\d+)`).FindStringSubmatch(srv.LogTail(200)); m != nil {
 		r.Replayed, _ = strconv.Atoi(m[1])
 	}
-	if m := regexp.MustCompile(`idempotency filter rebuilt in memory.*keys=(\d+) took=(\S+)`).FindStringSubmatch(logs); m != nil {
-		r.IdemKeys, _ = strconv.ParseInt(m[1], 10, 64)
-		r.IdemTook = m[2]
+	// The idempotency filter is rebuilt after the server is healthy; keyed
+	// writes wait for it. Its line comes when it is done (bounded wait).
+	idem := regexp.MustCompile(`idempotency filter rebuilt in memory.*keys=(\d+) took=(\S+)`)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if m := idem.FindStringSubmatch(srv.LogTail(200)); m != nil {
+			r.IdemKeys, _ = strconv.ParseInt(m[1], 10, 64)
+			r.IdemTook = m[2]
+			break
+		}
 	}
 	return r, nil
 }
