@@ -354,3 +354,50 @@ func TestBlockedUntilAndAdmittedWrites(t *testing.T) {
 		t.Fatalf("third request: allowed %v, retry after %d, blocked until %d", rep.Allowed, rep.RetryAfter, until)
 	}
 }
+
+// TestKeyedWritesWaitForTheFilter: until the store's idempotency filter is
+// rebuilt after a start, keyed writes wait, in order, and the key's other
+// requests are answered meanwhile; then the keyed writes are stored.
+func TestKeyedWritesWaitForTheFilter(t *testing.T) {
+	r := newRig(t, time.Minute)
+	ready := make(chan struct{})
+	r.keys.idemReady = func() <-chan struct{} { return ready }
+	cfg := keyConfig("key_w", ratelimit.Limits{Minute: 1e6, Hour: 1e7, Day: 1e8})
+	parked := make(chan *Reply, 2)
+	for _, w := range []*Write{idemWrite("k1", 7), idemWrite("k1", 7)} {
+		r.keys.Send(cfg, &Request{Kind: ratelimit.Standard, Now: time.Now(), Write: w, Reply: parked})
+	}
+	// Answered while the keyed writes wait: an unkeyed write, a read.
+	if rep := r.submit(t, cfg, ratelimit.Standard, write("plain")); rep.Results[0].Outcome != Stored {
+		t.Fatalf("unkeyed write: %+v", rep.Results)
+	}
+	if rep := r.submit(t, cfg, ratelimit.Standard, nil); !rep.Allowed {
+		t.Fatalf("read refused: %+v", rep)
+	}
+	// The unkeyed write went through the dataset's shard after them: had
+	// they not waited, k1 would be stored.
+	if _, err := r.db.GetIdempotency("key_w", "k1"); err != storage.ErrNotFound {
+		t.Fatalf("k1 looked up before the filter was ready: %v, want not found", err)
+	}
+	select {
+	case rep := <-parked:
+		t.Fatalf("a keyed write was answered before the filter was ready: %+v", rep)
+	default:
+	}
+	close(ready)
+	var got []Outcome
+	for range 2 {
+		select {
+		case rep := <-parked:
+			if rep.Err != nil {
+				t.Fatal(rep.Err)
+			}
+			got = append(got, rep.Results[0].Outcome)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a keyed write was not answered within 10 s of the filter's rebuild")
+		}
+	}
+	if got[0] != Stored || got[1] != Replayed {
+		t.Errorf("outcomes %v, want stored, then replayed", got)
+	}
+}

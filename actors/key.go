@@ -46,6 +46,10 @@ type KeyConfig struct {
 // idemDone tells a key actor that a shard settled some of its idempotency keys.
 type idemDone struct{ keys []string }
 
+// idemReady tells a key actor that the store's idempotency filter is
+// rebuilt after a start (storage.DB.IdempotencyReady).
+type idemReady struct{}
+
 // persistTick asks a key actor to save its windows if they changed.
 type persistTick struct{}
 
@@ -70,7 +74,11 @@ type keyActor struct {
 	// requests that repeat one wait in waiting until it settles.
 	inflight map[string]uint64
 	waiting  map[string][]blocked
-	fired    map[string]int64 // usage-alert rule -> window period it last fired in
+	// parked holds keyed writes that came before the store's idempotency
+	// filter was rebuilt after a start; they are written once it is, and
+	// the actor's other requests go on meanwhile.
+	parked []blocked
+	fired  map[string]int64 // usage-alert rule -> window period it last fired in
 }
 
 func (k *keyActor) Receive(ctx actor.Context) {
@@ -86,22 +94,32 @@ func (k *keyActor) Receive(ctx actor.Context) {
 		k.handle(ctx, m)
 	case *idemDone:
 		k.settle(ctx, m.keys)
+	case idemReady:
+		parked := k.parked
+		k.parked = nil
+		for _, b := range parked {
+			k.write(ctx, b.req, b.rep)
+		}
 	case persistTick:
 		k.persist()
 	case *actor.ReceiveTimeout:
-		if len(k.inflight) == 0 && !k.gone {
+		if len(k.inflight) == 0 && len(k.parked) == 0 && !k.gone {
 			k.gone = k.keys.passivate(k.cfg.ID, ctx.Self(), k.persist)
 		}
 	case *actor.Stopping:
 		if !k.gone {
 			k.persist()
 		}
-		for _, list := range k.waiting {
+		stopped := func(list []blocked) {
 			for _, b := range list {
 				b.rep.Err = ErrStopped
 				b.req.Reply <- b.rep
 			}
 		}
+		for _, list := range k.waiting {
+			stopped(list)
+		}
+		stopped(k.parked)
 	}
 }
 
@@ -206,6 +224,10 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 		k.keys.shards.send(w.Dataset, k.next, c)
 		return
 	}
+	if !k.idemReady(ctx) {
+		k.parked = append(k.parked, blocked{req, rep})
+		return
+	}
 	var local map[string]int // idempotency keys earlier in this write
 	var look *storage.IdemLookup
 	defer func() {
@@ -281,6 +303,26 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 	c.write = &Write{Dataset: w.Dataset, ReceivedAt: w.ReceivedAt, Events: store}
 	k.next++
 	k.keys.shards.send(w.Dataset, k.next, c)
+}
+
+// idemReady says the store's idempotency filter is rebuilt. If it is not,
+// the first caller starts a goroutine that tells the actor when it is;
+// look-ups before that would hold up the actor.
+func (k *keyActor) idemReady(ctx actor.Context) bool {
+	ready := k.keys.idemReady()
+	select {
+	case <-ready:
+		return true
+	default:
+	}
+	if len(k.parked) == 0 {
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		go func() {
+			<-ready
+			root.Send(self, idemReady{})
+		}()
+	}
+	return false
 }
 
 func hasIdempotencyKeys(w *Write) bool {
@@ -385,6 +427,8 @@ type Keys struct {
 
 	// gate, when set, is asked before every write; an error refuses it.
 	gate func() error
+	// idemReady is the store's IdempotencyReady (a test's stand-in).
+	idemReady func() <-chan struct{}
 }
 
 // SetWriteGate installs the check every write passes after the rate limit
@@ -393,7 +437,7 @@ func (r *Keys) SetWriteGate(gate func() error) { r.gate = gate }
 
 // NewKeys returns an empty registry; idle is how long an unused key actor lives.
 func NewKeys(system *actor.ActorSystem, db *storage.DB, shards *Shards, log *slog.Logger, idle time.Duration) *Keys {
-	return &Keys{system: system, db: db, shards: shards, log: log, idle: idle, pids: make(map[string]*actor.PID),
+	return &Keys{system: system, db: db, shards: shards, log: log, idle: idle, idemReady: db.IdempotencyReady, pids: make(map[string]*actor.PID),
 		mailboxes: make(map[*actor.PID]*mailboxHeld)}
 }
 

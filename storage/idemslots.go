@@ -167,6 +167,10 @@ func (d *DB) rebuildIdemSlots() {
 	}
 }
 
+// IdempotencyReady is closed once the idempotency filter is rebuilt after
+// Open: look-ups before that wait for it.
+func (d *DB) IdempotencyReady() <-chan struct{} { return d.idemSlots.ready }
+
 // idemReady waits for Open's rebuild of the filter and returns its error.
 func (d *DB) idemReady() error {
 	<-d.idemSlots.ready
