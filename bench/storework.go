@@ -102,6 +102,17 @@ func (w *StoreWork) add(o StoreWork) {
 	w.Remeasured += o.Remeasured
 }
 
+// counted is "" for n = 0, one for 1, many with n otherwise.
+func counted(n int, one, many string) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return one
+	}
+	return fmt.Sprintf(many, n)
+}
+
 // StoreWorkNote lists the store's work during each series' rounds, or
 // returns "" when fewer than two series know theirs (one subject alone
 // pays for its own work, which its rate already shows).
@@ -113,20 +124,8 @@ func StoreWorkNote(series []*Series) string {
 			continue
 		}
 		part := fmt.Sprintf("%s %.0f MiB compacted", s.Name, w.CompactedBytes/(1<<20))
-		switch w.VisitorSplits {
-		case 0:
-		case 1:
-			part += ", a visitor-memory split"
-		default:
-			part += fmt.Sprintf(", %d visitor-memory splits", w.VisitorSplits)
-		}
-		switch w.Remeasured {
-		case 0:
-		case 1:
-			part += " (a round with a split measured again)"
-		default:
-			part += fmt.Sprintf(" (%d rounds with a split measured again)", w.Remeasured)
-		}
+		part += counted(w.VisitorSplits, ", a visitor-memory split", ", %d visitor-memory splits")
+		part += counted(w.Remeasured, " (a round with a split measured again)", " (%d rounds with a split measured again)")
 		parts = append(parts, part)
 	}
 	if len(parts) < 2 {
