@@ -40,6 +40,8 @@ type Config struct {
 	LateMemory int
 	// IdempotencyFilterKeys is storage.Options.IdempotencyFilterKeys.
 	IdempotencyFilterKeys int
+	// IdempotencyFilterSave is storage.Options.IdempotencyFilterSave.
+	IdempotencyFilterSave time.Duration
 	// KeyIdle is how long an unused key actor lives (default 5 min).
 	KeyIdle time.Duration
 	// MaxQueued is the number of queued commits past which writes get 503 (default 4096 per shard).
@@ -128,7 +130,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	stalls := storemetrics.NewStalls()
 	db, err := storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, OnFatal: cfg.OnStorageFatal, ReadOnly: cfg.ReadOnly,
-		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, VisitorMemory: cfg.VisitorMemory, LateMemory: cfg.LateMemory, IdempotencyFilterKeys: cfg.IdempotencyFilterKeys, Events: stalls.Listener()})
+		DerivedInterval: cfg.DerivedInterval, WALMinSyncInterval: cfg.WALMinSyncInterval, VisitorMemory: cfg.VisitorMemory, LateMemory: cfg.LateMemory, IdempotencyFilterKeys: cfg.IdempotencyFilterKeys, IdempotencyFilterSave: cfg.IdempotencyFilterSave, Events: stalls.Listener()})
 	if err != nil {
 		return nil, err
 	}

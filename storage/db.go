@@ -52,6 +52,11 @@ type Options struct {
 	// memory finds (idemslots.go); past it, keys are kept by day, which
 	// look-ups then read too (default DefaultIdempotencyFilterKeys).
 	IdempotencyFilterKeys int
+	// IdempotencyFilterSave is how often the filter is saved to the
+	// store's directory, besides at Close, so that a start reads it and
+	// the records since instead of every record (idemsave.go; default
+	// DefaultIdempotencyFilterSave, < 0: only at Close).
+	IdempotencyFilterSave time.Duration
 	// Experiment is for measurements only (experiment.go); nil is the
 	// production store.
 	Experiment *Experiment
@@ -94,6 +99,8 @@ type DB struct {
 	// idemLegacy says records of the layout before the days may be left
 	// (idempotency.go).
 	idemSlots     *idemSlots
+	idemSaveStop  chan struct{} // ends the periodic saves (idemsave.go)
+	idemSaveDone  chan struct{}
 	idemDays      idemDayRange
 	idemDayLegacy atomic.Bool
 	idemLegacy    atomic.Bool
@@ -235,8 +242,22 @@ func Open(dir string, o Options) (*DB, error) {
 	// The idempotency filter is rebuilt while the store opens and serves:
 	// look-ups of idempotency keys wait for it (idemslots.go).
 	go d.rebuildIdemSlots()
+	if !o.ReadOnly && d.idemSlots.filter != nil {
+		every := o.IdempotencyFilterSave
+		if every == 0 {
+			every = DefaultIdempotencyFilterSave
+		}
+		d.idemSaveStop, d.idemSaveDone = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(d.idemSaveDone)
+			if every > 0 {
+				d.saveIdemSlotsEvery(every, d.idemSaveStop)
+			}
+		}()
+	}
 	closeDB := func() {
 		<-d.idemSlots.ready
+		d.stopSavingIdemSlots()
 		_ = db.Close()
 	}
 	start := time.Now()
@@ -294,12 +315,19 @@ const numLevels = 7
 // their records again.
 func (d *DB) Close() error {
 	<-d.idemSlots.ready // its rebuild reads Pebble
+	d.stopSavingIdemSlots()
 	var err error
 	if !d.readOnly {
 		d.lateW.close()
 		d.sealer.close()
 		err = d.writeLate(true)
 		d.derived.close()
+		if d.idemSlots.loadErr == nil {
+			// So that the next start reads it instead of every record.
+			if serr := d.saveIdemSlots(); serr != nil && d.log != nil {
+				d.log.Warn("save the idempotency filter", "err", serr)
+			}
+		}
 	}
 	if cerr := d.db.Close(); err == nil {
 		err = cerr

@@ -3,9 +3,12 @@ package storage
 import (
 	"encoding/binary"
 	"errors"
-	"hash/maphash"
+	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -40,7 +43,8 @@ const DefaultIdempotencyFilterKeys = 16 << 20
 // idemSlots is the filter and what look-ups need to read it.
 type idemSlots struct {
 	filter *slotfilter.Filter
-	seed   maphash.Seed
+	// seed keys the hash: random, or the saved filter's (idemsave.go).
+	seed atomic.Uint64
 	// hi is the latest second a record was written in: the filter reads
 	// its seconds back relative to it (or now, if later).
 	hi atomic.Uint32
@@ -48,15 +52,20 @@ type idemSlots struct {
 	// the day layout. It stays set until the next Open, which finds that
 	// record as it finds records of the layout before.
 	overflow atomic.Bool
-	// ready is closed once Open's rebuild is over, loadErr its error.
-	ready   chan struct{}
-	loadErr error
+	// ready is closed once Open's rebuild is over, loadErr its error;
+	// fromSave and read say whether it started from a saved filter and
+	// how many records it read into the filter.
+	ready    chan struct{}
+	loadErr  error
+	fromSave bool
+	read     int
 }
 
 // newIdemSlots is a filter of up to maxKeys keys (0: the default); with
 // maxKeys < 0 there is none, and every key is kept by day.
 func newIdemSlots(maxKeys int) *idemSlots {
-	s := &idemSlots{seed: maphash.MakeSeed(), ready: make(chan struct{})}
+	s := &idemSlots{ready: make(chan struct{})}
+	s.seed.Store(rand.Uint64())
 	switch {
 	case maxKeys < 0:
 		s.overflow.Store(true)
@@ -68,11 +77,12 @@ func newIdemSlots(maxKeys int) *idemSlots {
 	return s
 }
 
-// hash is the filter's hash of keyID's key.
+// hash is the filter's hash of keyID's key: xxhash with a random seed,
+// which a client does not know to make its keys share tags.
 func (s *idemSlots) hash(keyID, key string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
-	_ = h.WriteByte(byte(len(keyID)))
+	var h xxhash.Digest
+	h.ResetWithSeed(s.seed.Load())
+	_, _ = h.Write([]byte{byte(len(keyID))})
 	_, _ = h.WriteString(keyID)
 	_, _ = h.WriteString(key)
 	return h.Sum64()
@@ -81,8 +91,8 @@ func (s *idemSlots) hash(keyID, key string) uint64 {
 // hashKey is hash of a record's key (F sec len keyID key), which
 // parseIdemSlotKey has checked.
 func (s *idemSlots) hashKey(k []byte) uint64 {
-	var h maphash.Hash
-	h.SetSeed(s.seed)
+	var h xxhash.Digest
+	h.ResetWithSeed(s.seed.Load())
 	_, _ = h.Write(k[5:]) // len keyID key, as hash writes them
 	return h.Sum64()
 }
@@ -156,15 +166,16 @@ func (d *DB) idemDayInUse() bool {
 func (d *DB) rebuildIdemSlots() {
 	defer close(d.idemSlots.ready)
 	start := time.Now()
-	n, err := d.loadIdemSlots()
-	d.idemSlots.loadErr = err
+	n, saved, err := d.loadIdemSlots()
+	d.idemSlots.loadErr, d.idemSlots.fromSave, d.idemSlots.read = err, saved, n
 	switch {
 	case err != nil && d.log != nil:
 		d.log.Error("rebuild the idempotency filter; keyed writes fail until a restart", "err", err)
 	case d.log != nil:
 		// Logged with no keys too: it says when keyed writes stopped
 		// waiting (the bench's restart reads it).
-		d.log.Info("idempotency filter rebuilt in memory", "keys", n, "took", time.Since(start).Round(time.Millisecond))
+		keys, _ := d.IdempotencyFilter()
+		d.log.Info("idempotency filter rebuilt in memory", "keys", keys, "took", time.Since(start).Round(time.Millisecond), "from_save", saved, "read", n)
 	}
 }
 
@@ -181,35 +192,53 @@ func (d *DB) idemReady() error {
 // loadIdemSlots fills the filter from the records' keys at Open. A key
 // the filter refuses (a table filled in another order can take fewer) is
 // moved to the day layout, so that look-ups still find it.
-func (d *DB) loadIdemSlots() (int, error) {
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemSlot}, UpperBound: []byte{prefixIdemSlot + 1}})
-	if err != nil {
-		return 0, err
+//
+// With a saved filter (idemsave.go) it reads only the records from the
+// save's floor on, those the save may not hold. It returns the records it
+// read into the filter and whether it started from a save.
+func (d *DB) loadIdemSlots() (n int, saved bool, err error) {
+	lower := []byte{prefixIdemSlot}
+	floor, saved, serr := d.loadSavedIdemSlots()
+	switch {
+	case serr != nil && d.log != nil:
+		d.log.Warn("saved idempotency filter not used: rebuilt from the records", "err", serr)
+	case saved:
+		lower = binary.BigEndian.AppendUint32(lower, floor)
 	}
-	if f := d.idemSlots.filter; f != nil {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixIdemSlot + 1}})
+	if err != nil {
+		return 0, saved, err
+	}
+	if f := d.idemSlots.filter; f != nil && !saved {
 		if size, err := d.db.EstimateDiskUsage([]byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}); err == nil {
 			f.Reserve(int(min(size/idemBytesPerRecord, 1<<40)))
 		}
 	}
 	b := d.db.NewBatch()
 	defer b.Close()
-	n := 0
+	var secs []uint32
 	for valid := it.First(); valid; valid = it.Next() {
 		sec, keyID, key, ok := parseIdemSlotKey(it.Key())
 		if !ok {
-			return n, errors.Join(errCorrupt, it.Close())
+			return n, saved, errors.Join(errCorrupt, it.Close())
 		}
-		if d.idemSlots.addHash(d.idemSlots.hashKey(it.Key()), sec) {
+		h := d.idemSlots.hashKey(it.Key())
+		if saved {
+			if secs = d.idemSlots.filter.Find(h, sec, secs[:0]); slices.Contains(secs, sec) {
+				continue // in the save already
+			}
+		}
+		if d.idemSlots.addHash(h, sec) {
 			n++
 			continue
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return n, errors.Join(err, it.Close())
+			return n, saved, errors.Join(err, it.Close())
 		}
 		r, err := decodeIdemRecord(v)
 		if err != nil {
-			return n, errors.Join(err, it.Close())
+			return n, saved, errors.Join(err, it.Close())
 		}
 		day := idemDay(r.CreatedAt)
 		d.idemDays.raise(day)
@@ -217,16 +246,13 @@ func (d *DB) loadIdemSlots() (int, error) {
 		_ = b.Delete(it.Key(), nil)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return n, err
+		return n, saved, err
 	}
-	if b.Empty() {
-		return n, nil
+	if b.Empty() || d.readOnly {
+		// A read-only store moves nothing: it takes no writes to check.
+		return n, saved, nil
 	}
-	if d.readOnly {
-		// Nothing can move; a read-only store takes no writes to check.
-		return n, nil
-	}
-	return n, d.commit(b, pebble.Sync)
+	return n, saved, d.commit(b, pebble.Sync)
 }
 
 // sweepIdemSlots adds to b the deletion of the records of the seconds

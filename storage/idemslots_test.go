@@ -3,6 +3,8 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -147,4 +149,62 @@ func TestIdemSlotsRebuildRefused(t *testing.T) {
 		want[k] = now - hourMs
 	}
 	checkIdem(t, db.DB, "reopened smaller", "key", want)
+}
+
+// TestIdemSlotsSaved: a store closed cleanly saves the filter, and the
+// next start reads the save instead of every record. A start after a
+// crash reads the last save and the records from its floor on; a record
+// older than the floor written after the save went to the day layout.
+// A save that does not check out is ignored.
+func TestIdemSlotsSaved(t *testing.T) {
+	db := openTestDB(t, "")
+	now := time.Now().UnixMilli()
+	old := keyNames("old", 3000)
+	putIdem(t, db.DB, "key", now-2*hourMs, old...)
+	db = db.reopen(t)
+	waitIdem(t, db.DB)
+	if !db.idemSlots.fromSave || db.idemSlots.read != 0 {
+		t.Fatalf("after a clean close: from a save %v, %d records read; want the save alone", db.idemSlots.fromSave, db.idemSlots.read)
+	}
+	want := map[string]int64{"never": 0}
+	for _, k := range old {
+		want[k] = now - 2*hourMs
+	}
+	checkIdem(t, db.DB, "from the save", "key", want)
+
+	// A save, then writes the next save will not hold: the crash keeps it.
+	if err := db.saveIdemSlots(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(db.dir, idemFilterFile)
+	saved, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putIdem(t, db.DB, "key", now, "after")
+	putIdem(t, db.DB, "key", now-hourMs, "late") // below the floor: by day
+	want["after"], want["late"] = now, now-hourMs
+	db.close(t)
+	if err := os.WriteFile(path, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db = db.reopen(t)
+	waitIdem(t, db.DB)
+	if !db.idemSlots.fromSave || db.idemSlots.read != 1 {
+		t.Errorf("after a crash: from a save %v, %d records read; want the save and the one after it", db.idemSlots.fromSave, db.idemSlots.read)
+	}
+	checkIdem(t, db.DB, "after a crash", "key", want)
+
+	// A damaged save: every record is read again.
+	saved[len(saved)/2] ^= 1
+	db.close(t)
+	if err := os.WriteFile(path, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db = db.reopen(t)
+	waitIdem(t, db.DB)
+	if db.idemSlots.fromSave || db.idemSlots.read != 3001 {
+		t.Errorf("with a damaged save: from a save %v, %d records read; want all 3,001 kept by second", db.idemSlots.fromSave, db.idemSlots.read)
+	}
+	checkIdem(t, db.DB, "with a damaged save", "key", want)
 }

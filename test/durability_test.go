@@ -352,7 +352,10 @@ func TestKill9NoAcknowledgedEventLost(t *testing.T) {
 	// memory, 300 at most, so those are written early again and again too,
 	// and rebuilt from their records after each kill.
 	const visitorMemory = 1500
-	s := Start(t, "--derived-interval", "20ms", "--visitor-memory", fmt.Sprint(visitorMemory), "--late-memory", "300")
+	// The idempotency filter is saved every 50 ms, so the kills land
+	// before, during and after saves too; each start reads the last save
+	// and the records from its floor on.
+	s := Start(t, "--derived-interval", "20ms", "--visitor-memory", fmt.Sprint(visitorMemory), "--late-memory", "300", "--idempotency-filter-save", "50ms")
 	p := s.Project(t, "durability", "", highLimits)
 	key := s.Key(t, p, "secret", "live")
 	var all []ackedEvent

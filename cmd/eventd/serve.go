@@ -32,7 +32,7 @@ type serveConfig struct {
 	streamPing, streamPong, streamLinger                                        time.Duration
 	streamQueue, visitorMemory, lateMemory, idemFilterKeys                      int
 	sessionIdle                                                                 time.Duration
-	fsyncDelay, derivedInterval, walMinSync                                     time.Duration
+	fsyncDelay, derivedInterval, walMinSync, idemFilterSave                     time.Duration
 	webhooksAllowPrivate                                                        bool
 	adminHost                                                                   string
 	disk                                                                        diskConfig // disk.go
@@ -64,6 +64,7 @@ func serve(args []string) error {
 	fs.IntVar(&c.lateMemory, "late-memory", storage.DefaultLateMemory, "events with their clients' recent times whose time index keys are held in memory until written in time order (40 bytes and the visitor id each, at most 64 bytes per entry in all); past it the oldest seconds are written early")
 	fs.IntVar(&c.visitorMemory, "visitor-memory", storage.DefaultVisitorMemory, "visitor index entries of recent days held in memory (40-165 bytes each); past it the fullest day is split: what it holds is written to the store, and its later entries are held again")
 	fs.IntVar(&c.idemFilterKeys, "idempotency-filter-keys", storage.DefaultIdempotencyFilterKeys, "idempotency keys (Idempotency-Key, messageId, import keys) of the last day whose place the filter in memory holds (8-16 bytes each); past it new keys are kept by day, which costs each keyed write a look-up in the store (-1: no filter, every key kept by day)")
+	fs.DurationVar(&c.idemFilterSave, "idempotency-filter-save", storage.DefaultIdempotencyFilterSave, "how often the idempotency filter is saved in the store's directory, besides at a clean stop, so that a start reads it and the keys since instead of every key of the last day (-1s: only at a stop)")
 	fs.DurationVar(&c.derivedInterval, "derived-interval", storage.DefaultDerivedInterval, "how often counters and rollups held in memory are checkpointed to the store (a crash replays what came after)")
 	fs.StringVar(&c.adminHost, "admin-host", "", "comma-separated host names the admin listener answers for (DNS-rebinding defence): another Host header gets 421; IP addresses always pass; empty = any")
 	fs.Int64Var(&c.maxInflightBody, "max-inflight-body", eventdhttp.DefaultMaxInflightBody, "request-body bytes each listener holds at once; more answers 503 (0: no bound)")
@@ -120,7 +121,7 @@ func serve(args []string) error {
 	}
 	defer enricher.Close()
 	ecfg := engine.Config{DataDir: filepath.Join(c.data, "pebble"), Shards: c.shards, Logger: log,
-		WebhooksAllowPrivate: c.webhooksAllowPrivate, DerivedInterval: c.derivedInterval, VisitorMemory: c.visitorMemory, LateMemory: c.lateMemory, IdempotencyFilterKeys: c.idemFilterKeys,
+		WebhooksAllowPrivate: c.webhooksAllowPrivate, DerivedInterval: c.derivedInterval, VisitorMemory: c.visitorMemory, LateMemory: c.lateMemory, IdempotencyFilterKeys: c.idemFilterKeys, IdempotencyFilterSave: c.idemFilterSave,
 		WALMinSyncInterval: c.walMinSync}
 	ecfg.DataRoot = c.data
 	if c.fsyncDelay > 0 {

@@ -63,6 +63,8 @@ type Filter struct {
 	// and insert for as long: 1.3 s at 7 million keys on the test machine.
 	growing bool
 	log     []uint64
+	// floor is the lowest slot Insert takes (Save).
+	floor uint32
 	// resizing is held while a larger table is built, and by Expire, whose
 	// removals the copy being rehashed would not see.
 	resizing sync.Mutex
@@ -110,21 +112,17 @@ func full(n, buckets int) bool {
 }
 
 // Insert records that the key hashed to h is in slot. It returns false
-// when the filter is full, and changes nothing then.
+// when the filter is full or slot is below the floor (Save), and changes
+// nothing then.
 func (f *Filter) Insert(h uint64, slot uint32) bool {
 	e := tag(h)<<slotBits | uint64(slot)&slotMask
 	// A table that fills up while a larger one is built (or while Expire
 	// holds up its building) is not full: the insert waits for the larger
 	// one. Rehashing fails only by extreme bad luck; a few tries bound it.
 	for range 4 {
-		if f.insert(e) {
-			return true
-		}
-		f.mu.Lock()
-		bounded := len(f.buckets) >= f.maxBuckets && !f.growing
-		f.mu.Unlock()
-		if bounded {
-			return false
+		ok, wait := f.insert(e, slot)
+		if ok || !wait {
+			return ok
 		}
 		f.resizing.Lock()
 		f.resizing.Unlock()
@@ -132,11 +130,15 @@ func (f *Filter) Insert(h uint64, slot uint32) bool {
 	return false
 }
 
-// insert places e in the current table, and starts building a larger one
-// once the current one is past growAt.
-func (f *Filter) insert(e uint64) bool {
+// insert places e, of slot, in the current table, and starts building a
+// larger one once the current one is past growAt. If it cannot, wait says
+// whether a larger table may take it.
+func (f *Filter) insert(e uint64, slot uint32) (ok, wait bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if slot < f.floor {
+		return false, false
+	}
 	if f.buckets == nil {
 		f.buckets = make([][bucketLen]uint64, minBuckets)
 	}
@@ -146,12 +148,52 @@ func (f *Filter) insert(e uint64) bool {
 		go f.grow(slices.Clone(f.buckets))
 	}
 	if !f.ins.place(f.buckets, e) {
-		return false
+		return false, len(f.buckets) < f.maxBuckets || f.growing
 	}
 	f.n++
 	if f.growing {
 		f.log = append(f.log, e)
 	}
+	return true, false
+}
+
+// Save raises the lowest slot Insert takes to floor and returns a copy of
+// the table, which Restore takes: every key inserted after it is in a slot
+// at or above floor, so the copy and the keys of those slots are the
+// filter. The copy is the only pause.
+func (f *Filter) Save(floor uint32) []uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.floor = max(f.floor, floor)
+	out := make([]uint64, 0, len(f.buckets)*bucketLen)
+	for _, bk := range f.buckets {
+		out = append(out, bk[:]...)
+	}
+	return out
+}
+
+// Restore makes an empty filter the table Save returned, with its floor;
+// it returns false, changing nothing, if the table does not fit the
+// filter's bound.
+func (f *Filter) Restore(entries []uint64, floor uint32) bool {
+	nb := len(entries) / bucketLen
+	if nb < minBuckets || nb > f.maxBuckets || nb&(nb-1) != 0 || len(entries)%bucketLen != 0 {
+		return false
+	}
+	table := make([][bucketLen]uint64, nb)
+	n := 0
+	for i, e := range entries {
+		table[i/bucketLen][i%bucketLen] = e
+		if e != 0 {
+			n++
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n != 0 {
+		return false
+	}
+	f.buckets, f.n, f.floor = table, n, floor
 	return true
 }
 

@@ -218,3 +218,42 @@ func TestGrowWhileInserting(t *testing.T) {
 		t.Errorf("Len = %d, want %d", f.Len(), len(hs))
 	}
 }
+
+// TestSaveRestore: a saved table restored into another filter finds the
+// same keys and keeps the floor, under which inserts are refused from the
+// save on; a table that does not fit the bound is not restored.
+func TestSaveRestore(t *testing.T) {
+	f := New(1 << 16)
+	hs := hashes(t, 10, 20_000)
+	for i, h := range hs {
+		f.Insert(h, 10+uint32(i%10))
+	}
+	saved := f.Save(15)
+	if f.Insert(hs[0]^1, 14) {
+		t.Error("Insert below the floor taken after Save")
+	}
+	if !f.Insert(hs[0]^1, 15) {
+		t.Error("Insert at the floor refused after Save")
+	}
+	g := New(1 << 16)
+	if !g.Restore(saved, 15) {
+		t.Fatal("Restore refused a table of the same bound")
+	}
+	if g.Len() != len(hs) {
+		t.Errorf("restored Len = %d, want %d", g.Len(), len(hs))
+	}
+	for i, h := range hs {
+		if got := g.Find(h, 19, nil); !slices.Equal(got, []uint32{10 + uint32(i%10)}) {
+			t.Fatalf("key #%d: Find = %v after Restore", i, got)
+		}
+	}
+	if g.Insert(hs[1]^1, 14) {
+		t.Error("Insert below the restored floor taken")
+	}
+	if New(1000).Restore(saved, 15) {
+		t.Error("Restore took a table larger than the bound")
+	}
+	if g.Restore(saved, 15) {
+		t.Error("Restore into a filter that holds keys")
+	}
+}
