@@ -28,9 +28,11 @@ import (
 // memory (package slotfilter) maps each key's hash to the seconds it may
 // be in: a new key, the common case, is answered without reading Pebble,
 // a retry with one seek. The filter is derived data: Open rebuilds it from
-// the records' keys, on a goroutine of its own, about 0.5-0.8 µs a key,
-// so that a store holding millions of keys opens and serves reads and
-// writes without keys at once; look-ups wait for the rebuild (idemReady).
+// its last save and the records since (idemsave.go), or without a save
+// from every record's key, about 0.5-0.8 µs a key, on a goroutine of its
+// own, so that a store holding millions of keys opens and serves reads
+// and writes without keys at once; look-ups wait for the rebuild
+// (idemReady).
 // Past its bound (Options.IdempotencyFilterKeys), keys go to the day
 // layout, which look-ups then read too (idemDayInUse), as they do while
 // records written before this layout are left.

@@ -44,11 +44,6 @@ const growAt = 0.85
 // maxKicks bounds the entries an insert moves before it gives up.
 const maxKicks = 256
 
-// expireChunk is how many buckets Expire reads at a time, holding the
-// lock: about 100 µs, so that look-ups and inserts are not held up for a
-// pass over a table of a hundred megabytes.
-const expireChunk = 4096
-
 // Filter maps 64-bit key hashes to slots. It is safe for concurrent use.
 type Filter struct {
 	mu         sync.Mutex
@@ -331,28 +326,25 @@ func slotOf(e uint64, hi uint32) uint32 {
 
 // Expire removes the entries of slots before before, read relative to hi
 // as in Find; it returns how many it removed. It waits for a larger table
-// being built, and holds the lock a chunk of buckets at a time.
+// being built, and holds the lock for its pass over the table (about
+// 100 ms at the bound): in chunks, an insert could move an entry from a
+// chunk not yet read to one already read.
 func (f *Filter) Expire(before, hi uint32) int {
 	f.resizing.Lock()
 	defer f.resizing.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	gone := 0
-	for lo := 0; ; lo += expireChunk {
-		f.mu.Lock()
-		if lo >= len(f.buckets) {
-			f.mu.Unlock()
-			return gone
-		}
-		for b := lo; b < min(lo+expireChunk, len(f.buckets)); b++ {
-			for i, e := range f.buckets[b] {
-				if e != 0 && slotOf(e, hi) < before {
-					f.buckets[b][i] = 0
-					f.n--
-					gone++
-				}
+	for b := range f.buckets {
+		for i, e := range f.buckets[b] {
+			if e != 0 && slotOf(e, hi) < before {
+				f.buckets[b][i] = 0
+				gone++
 			}
 		}
-		f.mu.Unlock()
 	}
+	f.n -= gone
+	return gone
 }
 
 // Len is the number of keys held.
