@@ -138,7 +138,8 @@ func (f *Filter) insert(e uint64, slot uint32) (ok, wait bool) {
 		f.buckets = make([][bucketLen]uint64, minBuckets)
 	}
 	if full(f.n+1, len(f.buckets)) && len(f.buckets) < f.maxBuckets && !f.growing && f.resizing.TryLock() {
-		// The copy is the only pause: 20-40 ms for the largest table.
+		// The copy is the only pause: 61 ms for the largest table
+		// (BenchmarkSaveAtBound copies it the same way).
 		f.growing = true
 		go f.grow(slices.Clone(f.buckets))
 	}
@@ -326,8 +327,8 @@ func slotOf(e uint64, hi uint32) uint32 {
 
 // Expire removes the entries of slots before before, read relative to hi
 // as in Find; it returns how many it removed. It waits for a larger table
-// being built, and holds the lock for its pass over the table (about
-// 100 ms at the bound): in chunks, an insert could move an entry from a
+// being built, and holds the lock for its pass over the table (38 ms at
+// the bound, BenchmarkSaveAtBound): in chunks, an insert could move an entry from a
 // chunk not yet read to one already read.
 func (f *Filter) Expire(before, hi uint32) int {
 	f.resizing.Lock()
