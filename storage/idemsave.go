@@ -132,12 +132,8 @@ func (d *DB) loadSavedIdemSlots() (floor uint32, ok bool, err error) {
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(data[len(body):]) {
 		return 0, false, errors.New("saved idempotency filter fails its checksum")
 	}
-	entries := make([]uint64, n)
-	for i := range entries {
-		entries[i] = binary.LittleEndian.Uint64(data[24+8*i:])
-	}
 	floor = binary.LittleEndian.Uint32(data[16:])
-	if !f.Restore(entries, floor) {
+	if !f.Restore(n, func(i int) uint64 { return binary.LittleEndian.Uint64(data[24+8*i:]) }, floor) {
 		return 0, false, nil // saved under another bound: rebuilt
 	}
 	d.idemSlots.seed.Store(binary.LittleEndian.Uint64(data[8:]))

@@ -168,20 +168,21 @@ func (f *Filter) Save(floor uint32) []uint64 {
 	return out
 }
 
-// Restore makes an empty filter the table Save returned, with its floor;
-// it returns false, changing nothing, if the table does not fit the
-// filter's bound.
-func (f *Filter) Restore(entries []uint64, floor uint32) bool {
-	nb := len(entries) / bucketLen
-	if nb < minBuckets || nb > f.maxBuckets || nb&(nb-1) != 0 || len(entries)%bucketLen != 0 {
+// Restore makes an empty filter the table Save returned, with its floor:
+// its n entries, entry i being at(i) (read from where they were saved,
+// without a copy of all of them). It returns false, changing nothing, if
+// the table does not fit the filter's bound.
+func (f *Filter) Restore(n int, at func(i int) uint64, floor uint32) bool {
+	nb := n / bucketLen
+	if nb < minBuckets || nb > f.maxBuckets || nb&(nb-1) != 0 || n%bucketLen != 0 {
 		return false
 	}
 	table := make([][bucketLen]uint64, nb)
-	n := 0
-	for i, e := range entries {
-		table[i/bucketLen][i%bucketLen] = e
-		if e != 0 {
-			n++
+	used := 0
+	for i := range n {
+		if e := at(i); e != 0 {
+			table[i/bucketLen][i%bucketLen] = e
+			used++
 		}
 	}
 	f.mu.Lock()
@@ -189,7 +190,7 @@ func (f *Filter) Restore(entries []uint64, floor uint32) bool {
 	if f.n != 0 {
 		return false
 	}
-	f.buckets, f.n, f.floor = table, n, floor
+	f.buckets, f.n, f.floor = table, used, floor
 	return true
 }
 

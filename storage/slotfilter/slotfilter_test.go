@@ -237,7 +237,10 @@ func TestSaveRestore(t *testing.T) {
 		t.Error("Insert at the floor refused after Save")
 	}
 	g := New(1 << 16)
-	if !g.Restore(saved, 15) {
+	restore := func(g *Filter, saved []uint64) bool {
+		return g.Restore(len(saved), func(i int) uint64 { return saved[i] }, 15)
+	}
+	if !restore(g, saved) {
 		t.Fatal("Restore refused a table of the same bound")
 	}
 	if g.Len() != len(hs) {
@@ -251,10 +254,10 @@ func TestSaveRestore(t *testing.T) {
 	if g.Insert(hs[1]^1, 14) {
 		t.Error("Insert below the restored floor taken")
 	}
-	if New(1000).Restore(saved, 15) {
+	if restore(New(1000), saved) {
 		t.Error("Restore took a table larger than the bound")
 	}
-	if g.Restore(saved, 15) {
+	if restore(g, saved) {
 		t.Error("Restore into a filter that holds keys")
 	}
 }
