@@ -20,18 +20,6 @@ type StoreWork struct {
 	// past --visitor-memory was written to the store, seconds of CPU in one
 	// go. A run counts one however many happened in it.
 	VisitorSplits int
-	// Remeasured counts runs measured again because of a split in them
-	// (Remeasure); their work is counted here, their rates are not.
-	Remeasured int
-}
-
-// Remeasure is the work of a run measured again after first, a run with a
-// split in it that the rates leave out: both runs' work, one more run
-// measured again.
-func Remeasure(first, again StoreWork) StoreWork {
-	again.add(first)
-	again.Remeasured++
-	return again
 }
 
 // StoreReading is one reading of the metrics StoreWork is made from.
@@ -99,18 +87,6 @@ func (w *StoreWork) add(o StoreWork) {
 	w.Known = true
 	w.CompactedBytes += o.CompactedBytes
 	w.VisitorSplits += o.VisitorSplits
-	w.Remeasured += o.Remeasured
-}
-
-// counted is "" for n = 0, one for 1, many with n otherwise.
-func counted(n int, one, many string) string {
-	switch n {
-	case 0:
-		return ""
-	case 1:
-		return one
-	}
-	return fmt.Sprintf(many, n)
 }
 
 // StoreWorkNote lists the store's work during each series' rounds, or
@@ -124,8 +100,13 @@ func StoreWorkNote(series []*Series) string {
 			continue
 		}
 		part := fmt.Sprintf("%s %.0f MiB compacted", s.Name, w.CompactedBytes/(1<<20))
-		part += counted(w.VisitorSplits, ", a visitor-memory split", ", %d visitor-memory splits")
-		part += counted(w.Remeasured, " (a round with a split measured again)", " (%d rounds with a split measured again)")
+		switch w.VisitorSplits {
+		case 0:
+		case 1:
+			part += ", a visitor-memory split"
+		default:
+			part += fmt.Sprintf(", %d visitor-memory splits", w.VisitorSplits)
+		}
 		parts = append(parts, part)
 	}
 	if len(parts) < 2 {

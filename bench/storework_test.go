@@ -54,11 +54,4 @@ func TestStoreWorkNote(t *testing.T) {
 	if note := StoreWorkNote([]*Series{series("a", split, split), series("b", split)}); !strings.Contains(note, "a 6 MiB compacted, 2 visitor-memory splits; b 3 MiB") {
 		t.Errorf("note %q", note)
 	}
-	again := Remeasure(split, quiet)
-	if want := (StoreWork{Known: true, CompactedBytes: 4 << 20, VisitorSplits: 1, Remeasured: 1}); again != want {
-		t.Errorf("Remeasure = %+v, want %+v", again, want)
-	}
-	if note := StoreWorkNote([]*Series{series("a", again, quiet), series("b", quiet)}); !strings.Contains(note, "a 5 MiB compacted, a visitor-memory split (a round with a split measured again); b 1 MiB") {
-		t.Errorf("note %q", note)
-	}
 }

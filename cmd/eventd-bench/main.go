@@ -542,18 +542,9 @@ func runScenario(ctx context.Context, e *env, prog *progress, name, phase string
 			order = reversed(all)
 		}
 		for _, s := range order {
-			label := fmt.Sprintf("%s %d/%d", display, r+1, e.o.rounds)
-			res, err := measure(ctx, e, prog, s, e.o.duration, label)
+			res, err := measure(ctx, e, prog, s, e.o.duration, fmt.Sprintf("%s %d/%d", display, r+1, e.o.rounds))
 			if err != nil {
 				return nil, "", err
-			}
-			if p.remeasureSplits && res.Store.VisitorSplits > 0 {
-				again, err := measure(ctx, e, prog, s, e.o.duration, label+" again")
-				if err != nil {
-					return nil, "", err
-				}
-				again.Store = bench.Remeasure(res.Store, again.Store)
-				res = again
 			}
 			series[s.name].Add(res)
 			if e.srv != nil && e.srv.Exited() {

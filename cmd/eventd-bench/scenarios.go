@@ -61,13 +61,6 @@ type plan struct {
 	judge       func(sc *bench.ScenarioResult)
 	needsAdmin  bool
 	needsEventd bool
-	// remeasureSplits: a round during which the visitor memory split is
-	// measured once more, and the rates leave it out. Set where every
-	// subject is eventd: the split (about 2 s of CPU every 4 M events) is
-	// a cost of every subject's events alike, but falls on whichever
-	// subject's round crosses the bound, which moves a ratio by a fifth
-	// (docs/benchmarks.md, sessions 24 and 25).
-	remeasureSplits bool
 }
 
 type scenarioDef struct {
@@ -844,7 +837,6 @@ func buildSegment(e *env) *plan {
 		others: []subject{httpSubject(e, "native+idem", e.target, true, bench.UnitEvents, idem),
 			httpSubject(e, "native, segment-shaped", e.target, true, bench.UnitEvents, shaped),
 			httpSubject(e, "segment, UUID messageIds", e.target, true, bench.UnitEvents, uuids)},
-		remeasureSplits: true,
 		judge: func(sc *bench.ScenarioResult) {
 			r := bench.Ratio(sc.Eventd, sc.Ceilings[0])
 			sc.Check(fmt.Sprintf("Segment batch of %d vs the native batch of the same events", n), fmt.Sprintf("≥ %.2f", minSegmentRatio), fmtRatio(r), r >= minSegmentRatio)
