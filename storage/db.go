@@ -242,17 +242,15 @@ func Open(dir string, o Options) (*DB, error) {
 	// The idempotency filter is rebuilt while the store opens and serves:
 	// look-ups of idempotency keys wait for it (idemslots.go).
 	go d.rebuildIdemSlots()
-	if !o.ReadOnly && d.idemSlots.filter != nil {
-		every := o.IdempotencyFilterSave
-		if every == 0 {
-			every = DefaultIdempotencyFilterSave
-		}
+	every := o.IdempotencyFilterSave
+	if every == 0 {
+		every = DefaultIdempotencyFilterSave
+	}
+	if !o.ReadOnly && d.idemSlots.filter != nil && every > 0 {
 		d.idemSaveStop, d.idemSaveDone = make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(d.idemSaveDone)
-			if every > 0 {
-				d.saveIdemSlotsEvery(every, d.idemSaveStop)
-			}
+			d.saveIdemSlotsEvery(every, d.idemSaveStop)
 		}()
 	}
 	closeDB := func() {

@@ -108,7 +108,8 @@ func idemSecond(ms int64) uint32 {
 }
 
 // add notes keyID's key stored in second sec; false if the filter is full
-// and the record must go to the day layout.
+// or sec is below its floor (idemsave.go), and the record must go to the
+// day layout.
 func (s *idemSlots) add(keyID, key string, sec uint32) bool {
 	return s.addHash(s.hash(keyID, key), sec)
 }

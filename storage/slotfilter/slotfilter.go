@@ -85,7 +85,7 @@ func New(maxKeys int) *Filter {
 	for mb*bucketLen < maxKeys && mb < 1<<maxBucketBits {
 		mb *= 2
 	}
-	return &Filter{maxBuckets: mb, ins: placer{rnd: 0x9e3779b97f4a7c15}}
+	return &Filter{buckets: make([][bucketLen]uint64, minBuckets), maxBuckets: mb, ins: placer{rnd: 0x9e3779b97f4a7c15}}
 }
 
 // tag is h's top 40 bits, never 0.
@@ -133,9 +133,6 @@ func (f *Filter) insert(e uint64, slot uint32) (ok, wait bool) {
 	defer f.mu.Unlock()
 	if slot < f.floor {
 		return false, false
-	}
-	if f.buckets == nil {
-		f.buckets = make([][bucketLen]uint64, minBuckets)
 	}
 	if full(f.n+1, len(f.buckets)) && len(f.buckets) < f.maxBuckets && !f.growing && f.resizing.TryLock() {
 		// The copy is the only pause: 61 ms for the largest table
@@ -200,16 +197,8 @@ func (f *Filter) Restore(n int, at func(i int) uint64, floor uint32) bool {
 // keeps its table.
 func (f *Filter) grow(old [][bucketLen]uint64) {
 	defer f.resizing.Unlock()
-	next := make([][bucketLen]uint64, 2*len(old))
 	p := placer{rnd: 0x2545f4914f6cdd1d}
-	ok := true
-	for _, bk := range old {
-		for _, e := range bk {
-			if ok && e != 0 {
-				ok = p.place(next, e)
-			}
-		}
-	}
+	next, ok := p.doubled(old)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, e := range f.log {
@@ -231,20 +220,27 @@ func (f *Filter) Reserve(n int) {
 	defer f.resizing.Unlock()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.buckets == nil {
-		f.buckets = make([][bucketLen]uint64, minBuckets)
-	}
 	for full(n, len(f.buckets)) && len(f.buckets) < f.maxBuckets {
-		next := make([][bucketLen]uint64, 2*len(f.buckets))
-		for _, bk := range f.buckets {
-			for _, e := range bk {
-				if e != 0 && !f.ins.place(next, e) {
-					return
-				}
-			}
+		next, ok := f.ins.doubled(f.buckets)
+		if !ok {
+			return
 		}
 		f.buckets = next
 	}
+}
+
+// doubled is a table twice the size of old holding its entries; false if
+// one finds no place in it.
+func (p *placer) doubled(old [][bucketLen]uint64) ([][bucketLen]uint64, bool) {
+	next := make([][bucketLen]uint64, 2*len(old))
+	for _, bk := range old {
+		for _, e := range bk {
+			if e != 0 && !p.place(next, e) {
+				return nil, false
+			}
+		}
+	}
+	return next, true
 }
 
 // place puts e in one of its buckets of table, moving other entries to
@@ -297,9 +293,6 @@ func (f *Filter) Find(h uint64, hi uint32, dst []uint32) []uint32 {
 	t := tag(h)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.buckets == nil {
-		return dst
-	}
 	n := len(dst)
 	b1, b2 := index(t, len(f.buckets)-1)
 	for j, b := range [2]int{b1, b2} {
