@@ -279,3 +279,56 @@ func BenchmarkSaveAtBound(b *testing.B) {
 	b.ReportMetric(float64(time.Since(start).Nanoseconds()), "expire-ns")
 	b.ReportMetric(float64(f.Bytes()>>20), "MiB")
 }
+
+// TestDoubled: a table twice the size holds every entry of a full one, each
+// in one of its two buckets there, and nothing else.
+func TestDoubled(t *testing.T) {
+	for _, buckets := range []int{minBuckets, 8 * minBuckets} {
+		old := make([][bucketLen]uint64, buckets)
+		var p placer
+		p.rnd = 1
+		var want []uint64
+		for _, h := range hashes(t, 10, int(growAt*float64(buckets*bucketLen))) {
+			e := tag(h)<<slotBits | 7
+			if !p.place(old, e) {
+				t.Fatalf("%d buckets: place refused at %d entries", buckets, len(want))
+			}
+			want = append(want, e)
+		}
+		next := doubled(old)
+		if len(next) != 2*buckets {
+			t.Fatalf("doubled has %d buckets, want %d", len(next), 2*buckets)
+		}
+		var got []uint64
+		for b, bk := range next {
+			for _, e := range bk {
+				if e == 0 {
+					continue
+				}
+				if b1, b2 := index(e>>slotBits, len(next)-1); b != b1 && b != b2 {
+					t.Fatalf("entry %x in bucket %d, not one of its own (%d, %d)", e, b, b1, b2)
+				}
+				got = append(got, e)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%d buckets: doubled holds %d entries, want the %d of the table", buckets, len(got), len(want))
+		}
+	}
+}
+
+func BenchmarkDoubled(b *testing.B) {
+	old := make([][bucketLen]uint64, 1<<20)
+	p := placer{rnd: 1}
+	r := rand.New(rand.NewPCG(11, 1))
+	for range int(growAt * float64(len(old)*bucketLen)) {
+		p.place(old, tag(r.Uint64())<<slotBits|1)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		doubled(old)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(growAt*float64(len(old)*bucketLen)), "ns/entry")
+}
