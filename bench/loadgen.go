@@ -145,6 +145,11 @@ type Result struct {
 	ServerRunqWait time.Duration
 	// Store is the background work eventd's store did during the run.
 	Store StoreWork
+	// SettleCPU is the CPU the server used after the run until it went
+	// idle (HasSettle): the flushes and compactions the run left, which a
+	// subject run from an idle server pays after its round, not in the next.
+	SettleCPU time.Duration
+	HasSettle bool
 }
 
 // ClassResult is one class of requests within a run.

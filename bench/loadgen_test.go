@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -366,12 +365,6 @@ func TestTemplates(t *testing.T) {
 	if got := string(req.Body()); got != `{"events":[{"event":"e","visitor_id":"v_6"},{"event":"e","visitor_id":"v_7"},{"event":"e","visitor_id":"v_8"}]}` {
 		t.Errorf("batch body %s", got)
 	}
-	req.Reset()
-	sent := time.Date(2026, 11, 28, 9, 0, 0, 5e6, time.UTC)
-	SentBatchRequest("/events/batch", "k", NewTemplate(`{"event":"e"}`), 1, sent)(0, req)
-	if got := string(req.Body()); got != `{"events":[{"event":"e"}],"sent_at":"2026-11-28T09:00:00.005Z"}` {
-		t.Errorf("batch body with sent_at %s", got)
-	}
 }
 
 // TestTemplateNames: "{name}" takes one of BackfillNames by n, with their
@@ -649,12 +642,15 @@ func TestBackfillRequest(t *testing.T) {
 	}
 }
 
-func TestDated(t *testing.T) {
-	at := time.Date(2026, 11, 27, 9, 8, 7, 6_000_000, time.FixedZone("x", 3600))
-	for _, tmpl := range []string{SegmentTemplate, SegmentShapedTemplate} {
-		got := Dated(tmpl, at)
-		if !strings.Contains(got, `"timestamp":"2026-11-27T08:08:07.006Z"`) || strings.Contains(got, "{now}") {
-			t.Errorf("Dated = %s", got)
-		}
+// TestTemplateNow: "{now}" is the time the body is built, as analytics-node
+// writes a timestamp.
+func TestTemplateNow(t *testing.T) {
+	tm := NewTemplate(`{"timestamp":"{now}"}`)
+	before := time.Now().UTC().Truncate(time.Millisecond)
+	got := string(tm.AppendTo(nil, 1))
+	after := time.Now().UTC()
+	at, err := time.Parse(`{"timestamp":"`+segmentTime+`"}`, got)
+	if err != nil || at.Before(before) || at.After(after) {
+		t.Errorf("AppendTo = %s (%v), want a time between %v and %v", got, err, before, after)
 	}
 }

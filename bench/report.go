@@ -112,6 +112,8 @@ func (s *Series) Total() *Result {
 		t.HasServerCPU = t.HasServerCPU || r.HasServerCPU
 		t.ClientCPU += r.ClientCPU
 		t.ServerRunqWait += r.ServerRunqWait
+		t.SettleCPU += r.SettleCPU
+		t.HasSettle = t.HasSettle || r.HasSettle
 		t.Store.add(r.Store)
 		t.Requests += r.Requests
 		t.OK += r.OK

@@ -13,9 +13,10 @@ import (
 // Template is a body with "{n}" placeholders replaced by a number per
 // request, so every event differs (visitor ids, skus) without building JSON
 // at run time, "{name}" placeholders replaced by an event name picked by
-// the number (one of BackfillNames, with their weights), and "{uuid}"
+// the number (one of BackfillNames, with their weights), "{uuid}"
 // placeholders by a UUID v4 made from the number (as analytics-go and the
-// mobile SDKs make their messageIds).
+// mobile SDKs make their messageIds), and "{now}" placeholders by the time
+// the body is built, as analytics-node writes a timestamp.
 type Template struct {
 	parts [][]byte      // literal text around the placeholders
 	kinds []placeholder // kinds[i]: the placeholder before parts[i+1]
@@ -27,9 +28,10 @@ const (
 	phNumber placeholder = iota
 	phName
 	phUUID
+	phNow
 )
 
-var placeholders = [...]string{phNumber: "{n}", phName: "{name}", phUUID: "{uuid}"}
+var placeholders = [...]string{phNumber: "{n}", phName: "{name}", phUUID: "{uuid}", phNow: "{now}"}
 
 // NewTemplate splits text at every placeholder.
 func NewTemplate(text string) *Template {
@@ -80,6 +82,8 @@ func (k placeholder) append(dst []byte, n uint64) []byte {
 		return append(dst, BackfillName(n)...)
 	case phUUID:
 		return AppendUUID(dst, n)
+	case phNow:
+		return time.Now().UTC().AppendFormat(dst, segmentTime)
 	}
 	return strconv.AppendUint(dst, n, 10)
 }
@@ -193,19 +197,17 @@ const IdempotentEventTemplate = `{"event":"purchase","visitor_id":"v_{n}","idemp
 // SegmentShapedTemplate is the native event that SegmentTemplate is stored
 // as (the mapped properties, the messageId as idempotency key, the same
 // timestamp): what the segment scenario's stored bytes cost without the
-// Segment layer. Its "{now}" is filled in by Dated, and sent with the same
-// sent_at (SentBatchRequest) it is stored at its receipt, as the messages
-// are.
+// Segment layer.
 const SegmentShapedTemplate = `{"event":"Order_Completed","visitor_id":"v_{n}","idempotency_key":"node-next-1764000000000-{n}","timestamp":"{now}","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale","$event_name":"Order Completed","$context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"$user_id":"v_{n}"}}`
 
 // SegmentTemplate is one track message as @segment/analytics-node 3.1
 // sends it (a messageId, a context with the library, _metadata and an
 // empty integrations object), carrying EventTemplate's properties, so the
 // segment scenario compares the same events with the native batch. Its
-// "{now}" is filled in by Dated: an SDK stamps each message when the
-// application calls it and sends it within seconds, so the events are of
-// today (a fixed date would measure a backfill into a day long written,
-// and a different one on each day the bench runs).
+// timestamp is when the generator builds it, as an SDK stamps a message
+// when the application calls it: eventd stores a track message's
+// timestamp as sent, so a time fixed when the scenario starts would put
+// every event of it in one second, ever further behind its id.
 const SegmentTemplate = `{"type":"track","event":"Order Completed","userId":"v_{n}","properties":{"amount":12.5,"currency":"EUR","sku":"sku_{n}","quantity":2,"page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_{n}","campaign":"spring_sale"},"messageId":"node-next-1764000000000-{n}","timestamp":"{now}","context":{"library":{"name":"@segment/analytics-node","version":"3.1.0"}},"_metadata":{"jsRuntime":"node"},"integrations":{}}`
 
 // SegmentUUIDTemplate is SegmentTemplate with the messageId analytics-go
@@ -216,25 +218,13 @@ var SegmentUUIDTemplate = strings.Replace(SegmentTemplate, `"messageId":"node-ne
 // segmentTime is how analytics-node writes a time.
 const segmentTime = "2006-01-02T15:04:05.000Z"
 
-// Dated returns tmpl with every "{now}" replaced by t, written as
-// analytics-node writes a timestamp.
-func Dated(tmpl string, t time.Time) string {
-	return strings.ReplaceAll(tmpl, "{now}", t.UTC().Format(segmentTime))
-}
-
-// SentBatchRequest is BatchRequest with a sent_at of sentAt: events dated
-// sentAt are then stored at their receipt, as the Segment messages of
-// SegmentBatchRequest are.
-func SentBatchRequest(path, key string, tmpl *Template, size int, sentAt time.Time) RequestFunc {
-	return arrayRequest(path, "Bearer "+key, `{"events":[`, `],"sent_at":"`+sentAt.UTC().Format(segmentTime)+`"}`, tmpl, size)
-}
-
 // SegmentBatchRequest posts size Segment messages per request to path
-// (POST /v1/batch) with the key as HTTP Basic user name and a sentAt of
-// sentAt, as the SDKs do.
-func SegmentBatchRequest(path, key string, tmpl *Template, size int, sentAt time.Time) RequestFunc {
+// (POST /v1/batch) with the key as HTTP Basic user name, as the SDKs do,
+// without a sentAt: it would move only originalTimestamp, which the
+// templates do not send.
+func SegmentBatchRequest(path, key string, tmpl *Template, size int) RequestFunc {
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(key+":"))
-	return arrayRequest(path, auth, `{"batch":[`, `],"sentAt":"`+sentAt.UTC().Format(segmentTime)+`","writeKey":"bench"}`, tmpl, size)
+	return arrayRequest(path, auth, `{"batch":[`, `],"writeKey":"bench"}`, tmpl, size)
 }
 
 // SegmentAccepted counts the stored messages of a /v1/batch answer:

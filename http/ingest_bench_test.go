@@ -27,7 +27,6 @@ import (
 //	go test -run '^$' -bench IngestBatch -benchmem -cpu 2 ./http/
 func BenchmarkIngestBatch(b *testing.B) {
 	const n = 100
-	now := time.Now()
 	subjects := []struct {
 		name   string
 		status int
@@ -40,13 +39,13 @@ func BenchmarkIngestBatch(b *testing.B) {
 			return bench.BatchRequest("/events/batch", key, bench.NewTemplate(bench.IdempotentEventTemplate), n)
 		}},
 		{"segment-shaped", fasthttp.StatusCreated, func(key string) bench.RequestFunc {
-			return bench.SentBatchRequest("/events/batch", key, bench.NewTemplate(bench.Dated(bench.SegmentShapedTemplate, now)), n, now)
+			return bench.BatchRequest("/events/batch", key, bench.NewTemplate(bench.SegmentShapedTemplate), n)
 		}},
 		{"segment", fasthttp.StatusOK, func(key string) bench.RequestFunc {
-			return bench.SegmentBatchRequest("/v1/batch", key, bench.NewTemplate(bench.Dated(bench.SegmentTemplate, now)), n, now)
+			return bench.SegmentBatchRequest("/v1/batch", key, bench.NewTemplate(bench.SegmentTemplate), n)
 		}},
 		{"segment-uuid", fasthttp.StatusOK, func(key string) bench.RequestFunc {
-			return bench.SegmentBatchRequest("/v1/batch", key, bench.NewTemplate(bench.Dated(bench.SegmentUUIDTemplate, now)), n, now)
+			return bench.SegmentBatchRequest("/v1/batch", key, bench.NewTemplate(bench.SegmentUUIDTemplate), n)
 		}},
 	}
 	for _, sub := range subjects {

@@ -128,7 +128,7 @@ func (d *DB) writeLate(all bool) error {
 	var es []lateEntry
 	for _, dc := range cells {
 		// A copy, sorted: readers read the cell meanwhile.
-		es = es[:0]
+		es = slices.Grow(es[:0], len(dc.entries))
 		for i := range dc.entries {
 			if e := dc.entries[i]; e.flags&lateRemoved == 0 {
 				es = append(es, e)

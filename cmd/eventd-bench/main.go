@@ -605,6 +605,10 @@ func measure(ctx context.Context, e *env, prog *progress, s subject, d time.Dura
 			return nil, fmt.Errorf("%s %s: preparing: %w", label, s.name, err)
 		}
 	}
+	settle := s.settle && e.srv != nil
+	if settle {
+		waitIdle(ctx, e.srv.PID(), idleCores, settleMax)
+	}
 	prog.begin(fmt.Sprintf("%-18s %-22s", label, s.name), d, s.unit, s.eventsPer)
 	before := e.storeReading(ctx, s)
 	cpu := bench.StartCPU(s.proc(e))
@@ -612,6 +616,9 @@ func measure(ctx context.Context, e *env, prog *progress, s subject, d time.Dura
 	cpu.Stop(res)
 	if res != nil {
 		res.Store = bench.StoreWorkBetween(before, e.storeReading(ctx, s))
+	}
+	if settle && res != nil {
+		res.SettleCPU, res.HasSettle = settleCPU(ctx, e.srv.PID())
 	}
 	summary := ""
 	if res != nil {

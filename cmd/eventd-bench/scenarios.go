@@ -33,6 +33,12 @@ type subject struct {
 	// noWarmup skips the subject's warm-up: runs bounded by a count, not
 	// by the round's duration, gain nothing from a short one.
 	noWarmup bool
+	// settle runs each round from an idle eventd: measure waits for the
+	// server to go idle before the round and after it, and counts the CPU
+	// of the wait after it (Result.SettleCPU). Subjects that write to one
+	// eventd in turn would otherwise leave their flushes and compactions in
+	// the next one's round.
+	settle bool
 }
 
 // proc is the process whose CPU time a run of s costs (see bench.CPUMeter).
@@ -818,25 +824,31 @@ func groupInt(n uint64) string { return strings.TrimSuffix(bench.FormatRate(floa
 func buildSegment(e *env) *plan {
 	conns := e.conns(16)
 	n := e.o.batchSize
-	// Every message is dated now and sent at now: corrected for the clock
-	// skew, it is stored at its receipt, as a message sent at once is.
-	now := time.Now()
+	// Every message is dated when the generator builds it (its timestamp,
+	// stored as sent) and sent at once, as the native segment-shaped
+	// events are: both are stored milliseconds before their ids' time.
 	seg := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.SegmentAccepted(n), ExpectStatus: 200,
-		Request: bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentTemplate, now)), n, now)}
+		Request: bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.SegmentTemplate), n)}
 	native := bench.Config{Mode: bench.ClosedLoop, Conns: conns, EventsPerRequest: n, Accepted: bench.BatchAccepted,
 		Request: bench.BatchRequest("/events/batch", e.key, e.tmpl, n)}
 	idem := native
 	idem.Request = bench.BatchRequest("/events/batch", e.key, bench.NewTemplate(bench.IdempotentEventTemplate), n)
 	shaped := native
-	shaped.Request = bench.SentBatchRequest("/events/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentShapedTemplate, now)), n, now)
+	shaped.Request = bench.BatchRequest("/events/batch", e.key, bench.NewTemplate(bench.SegmentShapedTemplate), n)
 	uuids := seg
-	uuids.Request = bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.Dated(bench.SegmentUUIDTemplate, now)), n, now)
+	uuids.Request = bench.SegmentBatchRequest("/v1/batch", e.key, bench.NewTemplate(bench.SegmentUUIDTemplate), n)
+	// Every subject writes to the same eventd, each round from an idle one:
+	// the flushes and compactions a round leaves are counted apart
+	// (settled), not in the next subject's round.
+	sub := func(name string, cfg bench.Config) subject {
+		s := httpSubject(e, name, e.target, true, bench.UnitEvents, cfg)
+		s.settle = true
+		return s
+	}
 	return &plan{
-		eventd:   httpSubject(e, "eventd", e.target, true, bench.UnitEvents, seg),
-		ceilings: []subject{httpSubject(e, "native", e.target, true, bench.UnitEvents, native)},
-		others: []subject{httpSubject(e, "native+idem", e.target, true, bench.UnitEvents, idem),
-			httpSubject(e, "native, segment-shaped", e.target, true, bench.UnitEvents, shaped),
-			httpSubject(e, "segment, UUID messageIds", e.target, true, bench.UnitEvents, uuids)},
+		eventd:   sub("eventd", seg),
+		ceilings: []subject{sub("native", native)},
+		others:   []subject{sub("native+idem", idem), sub("native, segment-shaped", shaped), sub("segment, UUID messageIds", uuids)},
 		judge: func(sc *bench.ScenarioResult) {
 			r := bench.Ratio(sc.Eventd, sc.Ceilings[0])
 			sc.Check(fmt.Sprintf("Segment batch of %d vs the native batch of the same events", n), fmt.Sprintf("≥ %.2f", minSegmentRatio), fmtRatio(r), r >= minSegmentRatio)
@@ -849,6 +861,30 @@ func buildSegment(e *env) *plan {
 				sc.Note("Segment batches with UUID messageIds (analytics-go, the iOS and Android SDKs): %.2f of the native batch, %.2f of those with analytics-node's",
 					bench.Ratio(sc.Others[2], sc.Ceilings[0]), bench.Ratio(sc.Others[2], sc.Eventd))
 			}
+			if note := settledNote(sc); note != "" {
+				sc.Note("%s", note)
+			}
 		},
 	}
+}
+
+// settledNote gives each settled subject's CPU per event: its rounds' and
+// what they left until eventd went idle, and the native batch's over the
+// Segment batch's of those, the ratio of what each costs. "" if a subject
+// did not settle.
+func settledNote(sc *bench.ScenarioResult) string {
+	all := append(append([]*bench.Series{sc.Eventd}, sc.Ceilings...), sc.Others...)
+	parts := make([]string, 0, len(all))
+	per := make([]time.Duration, len(all))
+	for i, s := range all {
+		t := s.Total()
+		if !t.HasSettle || !t.HasServerCPU || t.Events == 0 {
+			return ""
+		}
+		per[i] = (t.ServerCPU + t.SettleCPU) / time.Duration(t.Events)
+		parts = append(parts, fmt.Sprintf("%s %s (%s after its rounds)", s.Name, bench.FormatDuration(per[i]),
+			bench.FormatDuration(t.SettleCPU/time.Duration(t.Events))))
+	}
+	return fmt.Sprintf("eventd's CPU per event, each round from an idle eventd until it was idle again: %s; the native batch's over the Segment batch's: %.2f",
+		strings.Join(parts, ", "), float64(per[1])/float64(per[0]))
 }

@@ -38,9 +38,6 @@ const (
 	whereShare = 0.01
 	// whereKeys spreads the analytics bucket's 50 queries a minute per key.
 	whereKeys = 64
-	// whereIdleCores is the CPU below which eventd counts as idle after
-	// the load (its flushes and compactions done).
-	whereIdleCores = 0.05
 	// whereMinEvents covers the longest query's day, and a bit, at that density.
 	whereMinEvents = 400_000
 )
@@ -156,9 +153,9 @@ func buildWhere(e *env) *plan {
 				// A month-old store is not in the middle of a bulk load: let
 				// the load's flushes and compactions finish, so that they do
 				// not share the queries' CPU.
-				idle, waited := waitIdle(ctx, e.srv.PID(), whereIdleCores, time.Minute)
+				idle, waited := waitIdle(ctx, e.srv.PID(), idleCores, time.Minute)
 				setupNotes = append(setupNotes, fmt.Sprintf("then waited %s for eventd to go idle (below %.2f cores over a second; reached: %v)",
-					waited.Round(100*time.Millisecond), whereIdleCores, idle))
+					waited.Round(100*time.Millisecond), idleCores, idle))
 			}
 			if keys, err = e.admin.CreateKeys(ctx, p.ID, "where", whereKeys); err != nil {
 				return err
@@ -281,6 +278,27 @@ func waitIdle(ctx context.Context, pid int, cores float64, max time.Duration) (b
 		prev, last = cur, now
 	}
 	return false, time.Since(start)
+}
+
+const (
+	// idleCores is the CPU below which eventd counts as idle after a load
+	// (its flushes and compactions done).
+	idleCores = 0.05
+	// settleMax bounds a settling subject's wait for an idle eventd.
+	settleMax = time.Minute
+)
+
+// settleCPU waits for eventd to go idle after a round and returns the CPU
+// it used meanwhile: the round's flushes and compactions. ok is false if
+// it did not go idle within settleMax or its CPU could not be read.
+func settleCPU(ctx context.Context, pid int) (time.Duration, bool) {
+	before, err := bench.ProcCPU(pid)
+	if err != nil {
+		return 0, false
+	}
+	idle, _ := waitIdle(ctx, pid, idleCores, settleMax)
+	after, err := bench.ProcCPU(pid)
+	return after - before, idle && err == nil
 }
 
 // isIdle says whether cpu used over wall time is below cores.
