@@ -2,6 +2,7 @@ package http
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/valyala/fasthttp"
 
@@ -103,7 +104,15 @@ func (s *Server) handleSegmentBatch(ctx *fasthttp.RequestCtx) {
 	}
 	fail := w.fail
 	if fail == nil {
-		msgs, prob := event.DecodeSegmentBatch(w.body, w.receivedAt)
+		buf := segmentMsgsPool.Get().(*[]event.SegmentMessage)
+		defer func() {
+			clear((*buf)[:cap(*buf)]) // drop the messages' strings
+			segmentMsgsPool.Put(buf)
+		}()
+		msgs, prob := event.DecodeSegmentBatchInto(*buf, w.body, w.receivedAt)
+		if cap(msgs) > cap(*buf) {
+			*buf = msgs // grown past a batch the pool held: keep the larger
+		}
 		if prob == nil {
 			s.commitSegmentBatch(ctx, w.p, msgs, w.receivedAt, w.admitted)
 			return
@@ -112,6 +121,13 @@ func (s *Server) handleSegmentBatch(ctx *fasthttp.RequestCtx) {
 	}
 	s.refuse(ctx, w.p, ratelimit.Batch, fail, w.admitted)
 }
+
+// segmentMsgsPool holds the slices Segment batches are decoded into: a
+// batch of 100 messages is 23 KB, made and then grown for every request
+// before (a sixth of a Segment batch's allocated bytes). Nothing keeps a
+// message once its request is answered: prepareSegment copies what it
+// stores.
+var segmentMsgsPool = sync.Pool{New: func() any { return new([]event.SegmentMessage) }}
 
 func (s *Server) commitSegmentBatch(ctx *fasthttp.RequestCtx, p *engine.Principal, msgs []event.SegmentMessage, receivedAt int64, admitted bool) {
 	w := &actors.Write{Dataset: p.Dataset(), ReceivedAt: receivedAt, Admitted: admitted,

@@ -37,14 +37,20 @@ type Batch struct {
 	// idem counts the idempotency keys added per API key (one entry per
 	// run of one key id), for the table splits (tablesplit.go).
 	idem []idemCount
-	// idemRecs are the idempotency records added, each a key and its
-	// value in idemBuf; appendFamilies writes them sorted by key.
-	idemRecs []idemRec
-	idemBuf  []byte
+	// recs are the idempotency records added; appendFamilies writes them
+	// sorted by key. From batchPools, nil until the first.
+	recs *idemRecords
 }
 
-// idemRec is an idempotency record in Batch.idemBuf: klen bytes of key
-// at off, then vlen of value.
+// idemRecords holds a batch's idempotency records: each a key and its
+// value in buf.
+type idemRecords struct {
+	recs []idemRec
+	buf  []byte
+}
+
+// idemRec is a record in idemRecords.buf: klen bytes of key at off, then
+// vlen of value.
 type idemRec struct{ off, klen, vlen int }
 
 // keyFamily is a family of keys that AddEvent and AddIdempotency write
@@ -73,16 +79,16 @@ const (
 // others in the memtable (a UUID batch's memtable inserts took four
 // times an analytics-node one's).
 func (b *Batch) appendFamilies() {
-	if len(b.idemRecs) > 0 {
-		buf := b.idemBuf
+	if ir := b.recs; ir != nil && len(ir.recs) > 0 {
+		buf := ir.buf
 		key := func(r idemRec) []byte { return buf[r.off : r.off+r.klen] }
 		// Stable: of one key twice, the later record stays the last set.
-		slices.SortStableFunc(b.idemRecs, func(x, y idemRec) int { return bytes.Compare(key(x), key(y)) })
+		slices.SortStableFunc(ir.recs, func(x, y idemRec) int { return bytes.Compare(key(x), key(y)) })
 		f := b.family(familyIdem)
-		for _, r := range b.idemRecs {
+		for _, r := range ir.recs {
 			_ = f.Set(key(r), buf[r.off+r.klen:r.off+r.klen+r.vlen], nil)
 		}
-		b.idemRecs, b.idemBuf = b.idemRecs[:0], buf[:0]
+		ir.recs, ir.buf = ir.recs[:0], buf[:0]
 	}
 	for _, f := range b.keys {
 		if f != nil && !f.Empty() {
@@ -101,11 +107,13 @@ func (b *Batch) family(f keyFamily) *pebble.Batch {
 }
 
 // batchPools keep what a closed batch built for the next one: its rollup
-// cells, and its visitor entries' slice (grown from nothing in every
-// commit, those were a ninth of a batch request's allocated bytes).
+// cells, its visitor entries' slice (grown from nothing in every commit,
+// those were a ninth of a batch request's allocated bytes) and its
+// idempotency records' buffers.
 type batchPools struct {
 	rollups  sync.Pool // *rollups
 	visitors sync.Pool // *[]pendingVisitor
+	idem     sync.Pool // *idemRecords
 }
 
 // NewBatch starts an empty batch.
@@ -184,28 +192,34 @@ func (b *Batch) addLateKeys(p *pendingLate) {
 // event, in the second r was created (idemslots.go), or in its day's
 // partition when the filter is full (idempotency.go).
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
-	off := len(b.idemBuf)
+	if b.recs == nil {
+		if b.recs, _ = b.db.pools.idem.Get().(*idemRecords); b.recs == nil {
+			b.recs = new(idemRecords)
+		}
+	}
+	ir := b.recs
+	off := len(ir.buf)
 	var k []byte
 	if sec := idemSecond(r.CreatedAt); b.db.idemSlots.add(keyID, key, sec) {
-		k = idemSlotKey(b.idemBuf, sec, keyID, key)
+		k = idemSlotKey(ir.buf, sec, keyID, key)
 	} else {
 		day := idemDay(r.CreatedAt)
 		b.db.idemDays.raise(day)
-		k = idemDayKey(b.idemBuf, keyID, day, key)
+		k = idemDayKey(ir.buf, keyID, day, key)
 		if n := len(b.idem); n > 0 && b.idem[n-1].keyID == keyID {
 			b.idem[n-1].n++
 		} else {
 			b.idem = append(b.idem, idemCount{keyID, 1})
 		}
 	}
-	// k is idemBuf with the key appended; the value follows it.
+	// k is ir.buf with the key appended; the value follows it.
 	klen := len(k) - off
 	buf := binary.BigEndian.AppendUint64(k, r.Hash)
 	buf = append(buf, r.ID[:]...)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(r.Timestamp))
 	buf = binary.BigEndian.AppendUint64(buf, uint64(r.CreatedAt))
-	b.idemRecs = append(b.idemRecs, idemRec{off, klen, len(buf) - off - klen})
-	b.idemBuf = buf
+	ir.recs = append(ir.recs, idemRec{off, klen, len(buf) - off - klen})
+	ir.buf = buf
 }
 
 // Commit writes the batch; with sync it returns only after the WAL is
@@ -325,6 +339,11 @@ func (b *Batch) Close() {
 		b.roll.reset()
 		b.db.pools.rollups.Put(b.roll)
 		b.roll = nil
+	}
+	if b.recs != nil {
+		b.recs.recs, b.recs.buf = b.recs.recs[:0], b.recs.buf[:0]
+		b.db.pools.idem.Put(b.recs)
+		b.recs = nil
 	}
 	for _, f := range b.keys {
 		if f != nil {

@@ -744,3 +744,26 @@ func TestSegmentBatchRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeSegmentBatchInto: a slice reused from a larger batch holds the
+// next batch's messages only, each its own.
+func TestDecodeSegmentBatchInto(t *testing.T) {
+	msg := func(ev, user string) string {
+		return `{"type":"track","event":"` + ev + `","userId":"` + user + `","timestamp":"2026-01-15T10:30:00.000Z"}`
+	}
+	first := `{"batch":[` + msg("a", "u1") + `,` + msg("b", "u2") + `,` + msg("c", "u3") + `,42]}`
+	buf, p := DecodeSegmentBatchInto(nil, []byte(first), 1768473000300)
+	if p != nil || len(buf) != 4 {
+		t.Fatalf("first batch: %d messages, %v", len(buf), p)
+	}
+	got, p := DecodeSegmentBatchInto(buf, []byte(`{"batch":[`+msg("d", "u4")+`]}`), 1768473000300)
+	if p != nil || len(got) != 1 {
+		t.Fatalf("second batch: %d messages, %v", len(got), p)
+	}
+	if m := got[0]; m.Problem != nil || m.Input.Name != "d" || m.UserID != "u4" || m.Input.VisitorID != "u4" {
+		t.Fatalf("second batch's message = %+v", m)
+	}
+	if got, p = DecodeSegmentBatchInto(buf, []byte(`{"batch":[]}`), 1768473000300); p != nil || len(got) != 0 || got == nil {
+		t.Fatalf("empty batch = %v (nil %v), %v", got, got == nil, p)
+	}
+}
