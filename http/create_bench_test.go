@@ -1,17 +1,12 @@
 package http
 
 import (
-	"net"
 	"testing"
-	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/valyala/fasthttp"
-	"github.com/valyala/fasthttp/fasthttputil"
 
 	"github.com/eventd/eventd/engine"
 	"github.com/eventd/eventd/engine/enrich"
-	"github.com/eventd/eventd/engine/ratelimit"
 )
 
 // benchEvent is the bench's default single event (bench.EventTemplate), so
@@ -54,35 +49,10 @@ func BenchmarkCreateEnriched(b *testing.B) {
 }
 
 func benchCreate(b *testing.B, kind, body, ua string, en *enrich.Enricher) {
-	eng, err := engine.Open(engine.Config{DataDir: "/bench", FS: vfs.NewMem()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = eng.Close() }()
-	name := "bench"
-	lim := ratelimit.Limits{Minute: 1 << 40, Hour: 1 << 40, Day: 1 << 40}
-	proj, err := eng.CreateProject(engine.ProjectInput{Name: &name, Limits: &lim})
-	if err != nil {
-		b.Fatal(err)
-	}
-	key, err := eng.CreateKey(proj.ID, engine.KeyInput{Name: "bench", Type: kind, Environment: engine.Live})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := New(Config{Engine: eng, AdminToken: "t", Enricher: en})
-	ln := fasthttputil.NewInmemoryListener()
-	go func() { _ = s.ServePublic(ln) }()
-	defer func() { _ = s.Shutdown() }()
-	c := &fasthttp.HostClient{Addr: "eventd", Dial: func(string) (net.Conn, error) { return ln.Dial() },
-		MaxConns: 1024, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
-	auth := "Bearer " + key.Key
-	b.SetParallelism(32) // 64 connections with -cpu 2, as the bench's single scenario
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-		defer fasthttp.ReleaseRequest(req)
-		defer fasthttp.ReleaseResponse(resp)
+	c, key, eng := benchServer(b, kind, en)
+	auth := "Bearer " + key
+	// 64 connections with -cpu 2, as the bench's single scenario.
+	benchParallel(b, 32, func(pb *testing.PB, req *fasthttp.Request, resp *fasthttp.Response) {
 		req.Header.SetMethod(fasthttp.MethodPost)
 		req.SetRequestURI("http://eventd/events")
 		req.Header.SetContentType("application/json")
@@ -91,17 +61,8 @@ func benchCreate(b *testing.B, kind, body, ua string, en *enrich.Enricher) {
 			req.Header.SetUserAgent(ua)
 		}
 		req.SetBodyString(body)
-		for pb.Next() {
-			if err := c.Do(req, resp); err != nil {
-				b.Error(err)
-				return
-			}
-			if resp.StatusCode() != fasthttp.StatusCreated {
-				b.Errorf("status %d: %s", resp.StatusCode(), resp.Body())
-				return
-			}
+		for pb.Next() && benchDo(b, c, req, resp, fasthttp.StatusCreated) {
 		}
 	})
-	b.StopTimer()
 	b.ReportMetric(float64(eng.Metrics().Counter("eventd_commits_total", "", "").Value())/float64(b.N), "commits/op")
 }

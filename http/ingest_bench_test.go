@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventd/eventd/bench"
 	"github.com/eventd/eventd/engine"
+	"github.com/eventd/eventd/engine/enrich"
 	"github.com/eventd/eventd/engine/ratelimit"
 )
 
@@ -50,39 +51,29 @@ func BenchmarkIngestBatch(b *testing.B) {
 	}
 	for _, sub := range subjects {
 		b.Run(sub.name, func(b *testing.B) {
-			c, key := benchServer(b)
+			c, key, _ := benchServer(b, engine.Secret, nil)
 			fill := sub.req(key)
 			var seq atomic.Uint64
-			b.SetParallelism(8) // 16 connections with -cpu 2, as the segment scenario
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-				defer fasthttp.ReleaseRequest(req)
-				defer fasthttp.ReleaseResponse(resp)
+			// 16 connections with -cpu 2, as the segment scenario.
+			benchParallel(b, 8, func(pb *testing.PB, req *fasthttp.Request, resp *fasthttp.Response) {
 				for pb.Next() {
 					req.Reset()
 					fill(seq.Add(1), req)
 					req.SetHost("eventd")
-					if err := c.Do(req, resp); err != nil {
-						b.Error(err)
-						return
-					}
-					if resp.StatusCode() != sub.status {
-						b.Errorf("status %d: %s", resp.StatusCode(), resp.Body())
+					if !benchDo(b, c, req, resp, sub.status) {
 						return
 					}
 				}
 			})
-			b.StopTimer()
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 		})
 	}
 }
 
 // benchServer starts eventd's public listener on an in-memory store and
-// listener, with a secret key whose project's limits are above any load.
-func benchServer(b *testing.B) (*fasthttp.HostClient, string) {
+// listener, with the enricher en (nil: none) and a key of kind whose
+// project's limits are above any load; it stops with the benchmark.
+func benchServer(b *testing.B, kind string, en *enrich.Enricher) (*fasthttp.HostClient, string, *engine.Engine) {
 	b.Helper()
 	eng, err := engine.Open(engine.Config{DataDir: "/bench", FS: vfs.NewMem()})
 	if err != nil {
@@ -95,14 +86,43 @@ func benchServer(b *testing.B) (*fasthttp.HostClient, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	key, err := eng.CreateKey(proj.ID, engine.KeyInput{Name: "bench", Type: engine.Secret, Environment: engine.Live})
+	key, err := eng.CreateKey(proj.ID, engine.KeyInput{Name: "bench", Type: kind, Environment: engine.Live})
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := New(Config{Engine: eng, AdminToken: "t"})
+	s := New(Config{Engine: eng, AdminToken: "t", Enricher: en})
 	ln := fasthttputil.NewInmemoryListener()
 	go func() { _ = s.ServePublic(ln) }()
 	b.Cleanup(func() { _ = s.Shutdown() })
 	return &fasthttp.HostClient{Addr: "eventd", Dial: func(string) (net.Conn, error) { return ln.Dial() },
-		MaxConns: 1024, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}, key.Key
+		MaxConns: 1024, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}, key.Key, eng
+}
+
+// benchDo sends req and checks the answer's status; false, with the
+// benchmark failed, if either went wrong.
+func benchDo(b *testing.B, c *fasthttp.HostClient, req *fasthttp.Request, resp *fasthttp.Response, status int) bool {
+	if err := c.Do(req, resp); err != nil {
+		b.Error(err)
+		return false
+	}
+	if resp.StatusCode() != status {
+		b.Errorf("status %d: %s", resp.StatusCode(), resp.Body())
+		return false
+	}
+	return true
+}
+
+// benchParallel runs fn on parallelism goroutines per CPU, each with a
+// request and a response of its own, and stops the timer after them.
+func benchParallel(b *testing.B, parallelism int, fn func(pb *testing.PB, req *fasthttp.Request, resp *fasthttp.Response)) {
+	b.SetParallelism(parallelism)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		fn(pb, req, resp)
+	})
+	b.StopTimer()
 }
