@@ -31,8 +31,9 @@ type Batch struct {
 	// them or gives them to memory (latemem.go).
 	late    []pendingLate
 	maxIDMs int64 // the latest id millisecond added (DB.idCeil)
-	// keys holds each secondary key family (Z, N, I) apart until Commit
-	// appends them to b, family after family (keyFamily).
+	// keys holds each secondary key family (Z, N, M, J) apart until Commit
+	// appends them to b, family after family (keyFamily), the
+	// idempotency records (recs) in their place.
 	keys [numKeyFamilies]*pebble.Batch
 	// idem counts the idempotency keys added per API key (one entry per
 	// run of one key id), for the table splits (tablesplit.go).
@@ -66,7 +67,7 @@ type keyFamily int
 const (
 	familyDisplaced keyFamily = iota
 	familyName
-	familyIdem
+	familyIdem // kept in Batch.recs, not in a batch of its own (appendIdemRecords)
 	familyDisplacedMark
 	familyDisplacedName
 	numKeyFamilies
@@ -79,23 +80,33 @@ const (
 // others in the memtable (a UUID batch's memtable inserts took four
 // times an analytics-node one's).
 func (b *Batch) appendFamilies() {
-	if ir := b.recs; ir != nil && len(ir.recs) > 0 {
-		buf := ir.buf
-		key := func(r idemRec) []byte { return buf[r.off : r.off+r.klen] }
-		// Stable: of one key twice, the later record stays the last set.
-		slices.SortStableFunc(ir.recs, func(x, y idemRec) int { return bytes.Compare(key(x), key(y)) })
-		f := b.family(familyIdem)
-		for _, r := range ir.recs {
-			_ = f.Set(key(r), buf[r.off+r.klen:r.off+r.klen+r.vlen], nil)
+	for i, f := range b.keys {
+		if keyFamily(i) == familyIdem {
+			b.appendIdemRecords()
+			continue
 		}
-		ir.recs, ir.buf = ir.recs[:0], buf[:0]
-	}
-	for _, f := range b.keys {
 		if f != nil && !f.Empty() {
 			_ = b.b.Apply(f, nil)
 			f.Reset()
 		}
 	}
+}
+
+// appendIdemRecords appends the idempotency records to the batch, sorted
+// by key.
+func (b *Batch) appendIdemRecords() {
+	ir := b.recs
+	if ir == nil || len(ir.recs) == 0 {
+		return
+	}
+	buf := ir.buf
+	key := func(r idemRec) []byte { return buf[r.off : r.off+r.klen] }
+	// Stable: of one key twice, the later record stays the last set.
+	slices.SortStableFunc(ir.recs, func(x, y idemRec) int { return bytes.Compare(key(x), key(y)) })
+	for _, r := range ir.recs {
+		_ = b.b.Set(key(r), buf[r.off+r.klen:r.off+r.klen+r.vlen], nil)
+	}
+	ir.recs, ir.buf = ir.recs[:0], buf[:0]
 }
 
 // family is the batch of one key family's writes.
