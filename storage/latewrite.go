@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/binary"
 	"slices"
@@ -125,44 +124,19 @@ func (d *DB) writeLate(all bool) error {
 		}
 	}
 	var k []byte
-	var es []lateEntry
+	var sorter lateSorter
 	for _, dc := range cells {
-		// A copy, sorted: readers read the cell meanwhile.
-		es = slices.Grow(es[:0], len(dc.entries))
-		for i := range dc.entries {
-			if e := dc.entries[i]; e.flags&lateRemoved == 0 {
-				es = append(es, e)
-			}
-		}
-		// The M keys in their order, then the J keys in theirs: one
-		// family after the other, each insert next to the last
-		// (keyFamily). Early returns: most comparisons end at ts.
-		slices.SortFunc(es, func(a, b lateEntry) int {
-			if a.ds != b.ds {
-				return cmp.Compare(a.ds, b.ds)
-			}
-			if a.ts != b.ts {
-				return cmp.Compare(a.ts, b.ts)
-			}
-			return bytes.Compare(a.id[:], b.id[:])
-		})
+		// A copy, sorted: readers read the cell meanwhile. The M keys in
+		// their order, then the J keys in theirs: one family after the
+		// other, each insert next to the last (keyFamily).
+		sorter.load(dc.entries)
+		es := sorter.sortByTime(dc.key * lateCellMs)
 		for i := range es {
 			e := &es[i]
 			k = displacedMarkKey(k[:0], e.ds, e.ts, e.id)
 			set(k, appendBotMark(k[len(k):], e.flags&lateBot != 0))
 		}
-		slices.SortFunc(es, func(a, b lateEntry) int {
-			if a.ds != b.ds {
-				return cmp.Compare(a.ds, b.ds)
-			}
-			if a.name != b.name {
-				return cmp.Compare(rank[a.name], rank[b.name])
-			}
-			if a.ts != b.ts {
-				return cmp.Compare(a.ts, b.ts)
-			}
-			return bytes.Compare(a.id[:], b.id[:])
-		})
+		es = sorter.sortByName(rank)
 		for i := range es {
 			e := &es[i]
 			k = displacedNameKey(k[:0], e.ds, names[e.name], e.ts, e.id)
