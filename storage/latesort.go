@@ -8,10 +8,11 @@ import (
 
 // The late writer's two orders of a cell's entries (latewrite.go): the M
 // keys' (dataset, time, id) and the J keys' (dataset, name, time, id).
-// Compared entry by entry they were two full sorts of 40-byte entries, a
-// fifth of a displaced event's share of the writer; a cell's times lie
-// within its second and a commit's ids grow, so counting sorts by
-// millisecond, dataset and name do most of the work in passes over it.
+// Compared entry by entry they were two full sorts of 40-byte entries,
+// half of the writer's CPU; a cell's times lie within its second and a
+// commit's ids grow, so counting sorts by millisecond, dataset and name
+// do most of the work in passes over it (BenchmarkLateSorter: a third of
+// the time).
 
 // byTime is the M keys' order.
 func byTime(a, b lateEntry) int {
