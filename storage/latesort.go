@@ -33,6 +33,19 @@ func byDatasetID(a, b lateEntry) int {
 	return bytes.Compare(a.id[:], b.id[:])
 }
 
+// byName is the J keys' order, the names ranked by rank.
+func byName(rank []uint32) func(a, b lateEntry) int {
+	return func(a, b lateEntry) int {
+		if a.ds != b.ds {
+			return cmp.Compare(a.ds, b.ds)
+		}
+		if a.name != b.name {
+			return cmp.Compare(rank[a.name], rank[b.name])
+		}
+		return byTime(a, b)
+	}
+}
+
 // maxNameBuckets bounds the J order's counting sort: datasets times names.
 const maxNameBuckets = 1 << 16
 
@@ -93,15 +106,7 @@ func (s *lateSorter) sortByName(rank []uint32) []lateEntry {
 	es := s.bufs[s.cur]
 	nds := s.datasets(es)
 	if nds*len(rank) > maxNameBuckets {
-		slices.SortFunc(es, func(a, b lateEntry) int {
-			if a.ds != b.ds {
-				return cmp.Compare(a.ds, b.ds)
-			}
-			if a.name != b.name {
-				return cmp.Compare(rank[a.name], rank[b.name])
-			}
-			return byTime(a, b)
-		})
+		slices.SortFunc(es, byName(rank))
 		return es
 	}
 	if nds <= 1 {

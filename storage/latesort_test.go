@@ -96,9 +96,7 @@ func BenchmarkLateSorter(b *testing.B) {
 		for b.Loop() {
 			copy(es, entries)
 			slices.SortFunc(es, byTime)
-			slices.SortFunc(es, func(a, b lateEntry) int {
-				return cmp.Or(cmp.Compare(a.ds, b.ds), cmp.Compare(rank[a.name], rank[b.name]), byTime(a, b))
-			})
+			slices.SortFunc(es, byName(rank))
 		}
 	})
 }
