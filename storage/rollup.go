@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -352,114 +351,6 @@ func nameIndexValue(dst []byte, e *Event) []byte {
 		return dst // the bot mark of an event without a visitor too
 	}
 	return append(dst, e.VisitorID...)
-}
-
-// eachNumber calls fn with the name and value of each top-level numeric
-// member of a JSON object, in document order, until fn returns false.
-// Members whose name is escaped or longer than MaxRollupPropertyLen are
-// skipped. It never fails: text it cannot read ends the walk, so a corrupt
-// record costs its rollups, never the write.
-func eachNumber(p []byte, fn func(key []byte, v float64) bool) {
-	i := skipWS(p, 0)
-	if i >= len(p) || p[i] != '{' {
-		return
-	}
-	i++
-	for {
-		i = skipWS(p, i)
-		if i >= len(p) || p[i] != '"' {
-			return
-		}
-		ks := i + 1
-		ke, escaped := endString(p, i)
-		if ke < 0 {
-			return
-		}
-		key := p[ks : ke-1]
-		i = skipWS(p, ke)
-		if i >= len(p) || p[i] != ':' {
-			return
-		}
-		i = skipWS(p, i+1)
-		vs := i
-		if i = endValue(p, i); i < 0 {
-			return
-		}
-		if c := p[vs]; (c == '-' || c >= '0' && c <= '9') && !escaped && len(key) <= MaxRollupPropertyLen {
-			if v, err := strconv.ParseFloat(string(p[vs:i]), 64); err == nil {
-				if !fn(key, v) {
-					return
-				}
-			}
-		}
-		i = skipWS(p, i)
-		if i >= len(p) || p[i] != ',' {
-			return
-		}
-		i++
-	}
-}
-
-func skipWS(p []byte, i int) int {
-	for i < len(p) && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// endString returns the index after the closing quote of the string starting
-// at p[i] == '"' (-1 if unterminated) and whether it holds an escape.
-func endString(p []byte, i int) (int, bool) {
-	escaped := false
-	for i++; i < len(p); i++ {
-		switch p[i] {
-		case '\\':
-			escaped = true
-			i++
-		case '"':
-			return i + 1, escaped
-		}
-	}
-	return -1, escaped
-}
-
-// endValue returns the index after the JSON value starting at p[i], -1 if it is cut short.
-func endValue(p []byte, i int) int {
-	if i >= len(p) {
-		return -1
-	}
-	switch p[i] {
-	case '"':
-		end, _ := endString(p, i)
-		return end
-	case '{', '[':
-		depth := 0
-		for ; i < len(p); i++ {
-			switch p[i] {
-			case '"':
-				end, _ := endString(p, i)
-				if end < 0 {
-					return -1
-				}
-				i = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return -1
-	}
-	for ; i < len(p); i++ {
-		switch p[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-	}
-	return i
 }
 
 // decodeSumKeyTS and friends read the bucket start at the end of a rollup key.
