@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -341,4 +342,50 @@ func TestSIGTERMRightAfterStart(t *testing.T) {
 			t.Fatalf("start %d: SIGTERM right after start: %v\n%s", i+1, err, s.Logs())
 		}
 	}
+}
+
+// eventd runs Go with one processor more than the CPUs (a flush or
+// compaction holds one), unless GOMAXPROCS is set or a CPU quota sized it
+// below the CPUs; the start log says which.
+func TestSpareProcessor(t *testing.T) {
+	t.Parallel()
+	procsRE := regexp.MustCompile(`msg=processors gomaxprocs=(\d+) cpus=(\d+) spare=(\d+)`)
+	start := func(t *testing.T, env []string) (gomaxprocs, cpus, spare int) {
+		t.Helper()
+		dir := t.TempDir()
+		s := &Server{t: t, Dir: dir}
+		t.Cleanup(func() {
+			if s.cmd != nil {
+				s.Kill()
+			}
+		})
+		var base []string
+		for _, kv := range cleanEnv() {
+			if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+				base = append(base, kv)
+			}
+		}
+		s.launch([]string{"serve", "--data", dir, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+			"--admin-token", "adm_test_token_0123456789", "--ballast-size", "0", "--min-free-disk", "0"}, append(base, env...))
+		m := procsRE.FindStringSubmatch(s.Logs())
+		if m == nil {
+			t.Fatalf("no processors line in the start log:\n%s", s.Logs())
+		}
+		gomaxprocs, _ = strconv.Atoi(m[1])
+		cpus, _ = strconv.Atoi(m[2])
+		spare, _ = strconv.Atoi(m[3])
+		return gomaxprocs, cpus, spare
+	}
+	t.Run("default", func(t *testing.T) {
+		g, cpus, spare := start(t, nil)
+		// Without a quota Go's own choice is the CPUs; with one it is below.
+		if !(spare == 1 && g == cpus+1) && !(spare == 0 && g < cpus) {
+			t.Errorf("gomaxprocs=%d cpus=%d spare=%d: want one spare processor, or none under a CPU quota", g, cpus, spare)
+		}
+	})
+	t.Run("GOMAXPROCS set", func(t *testing.T) {
+		if g, _, spare := start(t, []string{"GOMAXPROCS=1"}); g != 1 || spare != 0 {
+			t.Errorf("GOMAXPROCS=1: gomaxprocs=%d spare=%d, want 1 and 0", g, spare)
+		}
+	})
 }

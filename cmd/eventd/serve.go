@@ -87,6 +87,7 @@ func serve(args []string) error {
 		return usageError{err}
 	}
 	conns.setup(log)
+	spareProc(log)
 	accessOut, closeAccess, err := c.access.open()
 	if err != nil {
 		return err
