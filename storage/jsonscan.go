@@ -7,9 +7,10 @@ import (
 )
 
 // The stored properties are a compact JSON object (the decoder's output).
-// The walks below read its top-level members without decoding them: the
-// rollups' numeric sums on every write, group-by and member look-ups on
-// reads. They never fail: text they cannot read ends the walk.
+// The steps below read its top-level members without decoding them: for
+// the rollups' numeric sums on every write (eachNumber), and for group-by
+// look-ups on reads (lookupMember, rollup_query.go). They never fail: text
+// they cannot read ends the walk.
 
 // eachNumber calls fn with the name and value of each top-level numeric
 // member of a JSON object, in document order, until fn returns false.
