@@ -242,7 +242,7 @@ func (b *Batch) Commit(sync bool) error {
 	if r != nil && len(r.cells) > 0 {
 		for _, a := range r.cells {
 			if len(a.hll) > 1 {
-				slices.Sort(a.hll)
+				sortSketchEntries(a.hll, &r.sortBuf)
 				a.hll = dedupeEntries(a.hll)
 			}
 		}

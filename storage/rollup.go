@@ -229,6 +229,8 @@ type rollups struct {
 	recent [2]recentCell
 	free   []*rollupAgg
 	names  map[string]string
+	// sortBuf is sortSketchEntries' second buffer, kept for the next commit.
+	sortBuf []uint32
 }
 
 type recentCell struct {

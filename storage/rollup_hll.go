@@ -97,6 +97,44 @@ func (s *Sketch) compact() {
 	}
 }
 
+// radixMin is the length from which sortSketchEntries sorts by counting: below
+// it clearing the counts costs more than a comparison sort.
+const radixMin = 512
+
+// sortSketchEntries sorts sparse sketch entries (22 bits: register and rank) in
+// place, tmp holding them between its two counting passes (one per 11-bit
+// half) from radixMin entries on. A commit sorts every minute cell's
+// entries, one per event with a visitor: 2% of a batch's CPU with a
+// comparison sort.
+func sortSketchEntries(es []uint32, tmp *[]uint32) {
+	if len(es) < radixMin {
+		slices.Sort(es)
+		return
+	}
+	if cap(*tmp) < len(es) {
+		*tmp = make([]uint32, len(es))
+	}
+	t := (*tmp)[:len(es)]
+	var lo, hi [1 << 11]int32
+	for _, e := range es {
+		lo[e&0x7ff]++
+		hi[e>>11&0x7ff]++
+	}
+	var sl, sh int32
+	for i := range lo {
+		sl, lo[i] = sl+lo[i], sl
+		sh, hi[i] = sh+hi[i], sh
+	}
+	for _, e := range es {
+		t[lo[e&0x7ff]] = e
+		lo[e&0x7ff]++
+	}
+	for _, e := range t {
+		es[hi[e>>11&0x7ff]] = e
+		hi[e>>11&0x7ff]++
+	}
+}
+
 // dedupeEntries keeps, for each register of a sorted list, the highest rank
 // (the last entry of its run); it works in place.
 func dedupeEntries(es []uint32) []uint32 {
