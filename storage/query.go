@@ -258,14 +258,14 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		if !ok {
 			return nil, 0, errCorrupt
 		}
-		e, err := er.read(it, ts, id)
+		e, ok, err := er.matching(it, ts, id, q.Match)
 		if errors.Is(err, ErrNotFound) {
 			continue // erased between the index entry and its record
 		}
 		if err != nil {
 			return nil, 0, err
 		}
-		if !q.Match(e.Properties) {
+		if !ok {
 			continue
 		}
 		matched++

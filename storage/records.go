@@ -42,33 +42,39 @@ func (d *DB) NewRecordReader(ds uint32) (*RecordReader, error) {
 // gives them: a displaced event's from its Z key. decodeRecord copies what
 // it keeps, so the event outlives the iterator's position.
 func (r *RecordReader) Get(ts int64, id ID) (Event, error) {
+	rec, err := r.raw(ts, id)
+	if err != nil {
+		return Event{}, err
+	}
+	return DecodeEvent(id, rec)
+}
+
+// raw is Get's record, undecoded: it aliases the reader's iterators and is
+// valid until the reader's next read.
+func (r *RecordReader) raw(ts int64, id ID) ([]byte, error) {
 	if displaced(ts, id) {
 		if r.z == nil {
 			lo := appendDataset(nil, prefixDisplaced, r.ds)
 			z, err := r.it.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)}})
 			if err != nil {
-				return Event{}, err
+				return nil, err
 			}
 			r.z = z
 		}
 		v, err := r.seek(r.z, displacedKey(r.key[:0], r.ds, id))
 		if err != nil {
-			return Event{}, err
+			return nil, err
 		}
 		_, record, ok := displacedValue(v)
 		if !ok {
-			return Event{}, errCorrupt
+			return nil, errCorrupt
 		}
 		if record != nil {
-			return DecodeEvent(id, record)
+			return record, nil
 		}
 		// Written before session 21: the record is under S.
 	}
-	v, err := r.seek(r.it, recordKey(r.key[:0], r.ds, ts, id))
-	if err != nil {
-		return Event{}, err
-	}
-	return DecodeEvent(id, v)
+	return r.seek(r.it, recordKey(r.key[:0], r.ds, ts, id))
 }
 
 // seekNexts is how many keys seek steps over before it seeks: an index
@@ -163,17 +169,47 @@ type entryReader struct {
 
 // read reads the event of the entry under it, at ts and id.
 func (r *entryReader) read(it indexIter, ts int64, id ID) (Event, error) {
+	rec, err := r.raw(it, ts, id)
+	if err != nil {
+		return Event{}, err
+	}
+	return DecodeEvent(id, rec)
+}
+
+// raw is read's record, undecoded: valid until it or the reader moves.
+func (r *entryReader) raw(it indexIter, ts int64, id ID) ([]byte, error) {
 	if ri, ok := it.(*recordIndex); ok && !ri.late() {
-		return DecodeEvent(id, ri.timeIter.Value())
+		return ri.timeIter.Value(), nil
 	}
 	if r.rr == nil {
 		rr, err := r.d.NewRecordReader(r.ds)
 		if err != nil {
-			return Event{}, err
+			return nil, err
 		}
 		r.rr = rr
 	}
-	return r.rr.Get(ts, id)
+	return r.rr.raw(ts, id)
+}
+
+// matching reads the event of the entry under it when match (nil: any)
+// accepts its properties, read in place: a where= filter decodes only the
+// events it keeps. ok is false for an event match refuses.
+func (r *entryReader) matching(it indexIter, ts int64, id ID, match func(props []byte) bool) (e Event, ok bool, err error) {
+	rec, err := r.raw(it, ts, id)
+	if err != nil {
+		return Event{}, false, err
+	}
+	if match != nil {
+		parts, valid := splitRecord(rec)
+		if !valid {
+			return Event{}, false, errCorrupt
+		}
+		if !match(parts.props) {
+			return Event{}, false, nil
+		}
+	}
+	e, err = DecodeEvent(id, rec)
+	return e, err == nil, err
 }
 
 // close releases the RecordReader, if one was opened.

@@ -352,12 +352,9 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 		}
 	}
 	sums := make([]sumValue, len(out))
-	err := d.scanEvents(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, from, to, q.MaxScan, func(value []byte, ev *Event) error {
+	err := d.scanEvents(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, from, to, q.MaxScan, q.Match, func(value []byte, ev *Event) error {
 		i := sort.Search(len(q.Bounds), func(i int) bool { return q.Bounds[i] > ev.Timestamp }) - 1
 		if i < 0 || i >= len(out) {
-			return nil
-		}
-		if !q.Match(ev.Properties) {
 			return nil
 		}
 		if _, bot := splitBot(value); bot && !q.Bots {
@@ -396,10 +393,11 @@ func (d *DB) scanQuery(ds uint32, name, visitor string, hasVisitor bool, from, t
 // scanEvents calls fn with the event of each entry of the index openIndex
 // picks, oldest first, read from the entry itself when the index walks the
 // records. A name filter over a visitor's index is applied from the index
-// value first; past maxScan entries (0: no bound) it fails with
+// value first, and match (nil: none) to the stored properties before the
+// event is decoded; past maxScan entries (0: no bound) it fails with
 // ErrScanLimit; an event erased between its entry and its record is
 // skipped.
-func (d *DB) scanEvents(ds uint32, name, visitor string, hasVisitor bool, from, to int64, maxScan int, fn func(value []byte, ev *Event) error) error {
+func (d *DB) scanEvents(ds uint32, name, visitor string, hasVisitor bool, from, to int64, maxScan int, match func(props []byte) bool, fn func(value []byte, ev *Event) error) error {
 	it, err := d.openIndex(ds, name, visitor, hasVisitor, from, to)
 	if err != nil {
 		return err
@@ -414,11 +412,11 @@ func (d *DB) scanEvents(ds uint32, name, visitor string, hasVisitor bool, from, 
 		if scanned++; maxScan > 0 && scanned > maxScan {
 			return ErrScanLimit
 		}
-		ev, err := er.read(it, ts, id)
+		ev, ok, err := er.matching(it, ts, id, match)
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
-		if err != nil {
+		if err != nil || !ok {
 			return err
 		}
 		return fn(value, &ev)
@@ -525,10 +523,7 @@ func (d *DB) GroupByProperty(q GroupQuery) (groups map[string]*Agg, total Agg, e
 		}
 		defer persons.Close()
 	}
-	err = d.scanEvents(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, q.From, q.To, q.MaxScan, func(value []byte, ev *Event) error {
-		if q.Match != nil && !q.Match(ev.Properties) {
-			return nil
-		}
+	err = d.scanEvents(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, q.From, q.To, q.MaxScan, q.Match, func(value []byte, ev *Event) error {
 		if _, bot := splitBot(value); bot && !q.Bots {
 			total.Bots++
 			return nil
