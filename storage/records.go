@@ -169,11 +169,8 @@ type entryReader struct {
 
 // read reads the event of the entry under it, at ts and id.
 func (r *entryReader) read(it indexIter, ts int64, id ID) (Event, error) {
-	rec, err := r.raw(it, ts, id)
-	if err != nil {
-		return Event{}, err
-	}
-	return DecodeEvent(id, rec)
+	e, _, err := r.matching(it, ts, id, nil)
+	return e, err
 }
 
 // raw is read's record, undecoded: valid until it or the reader moves.
