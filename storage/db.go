@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -57,6 +58,9 @@ type Options struct {
 	// the records since instead of every record (idemsave.go; default
 	// DefaultIdempotencyFilterSave, < 0: only at Close).
 	IdempotencyFilterSave time.Duration
+	// ScanPieces is how many goroutines a where= aggregate over a long
+	// range reads it with (scanpieces.go; default: the number of CPUs).
+	ScanPieces int
 	// Experiment is for measurements only (experiment.go); nil is the
 	// production store.
 	Experiment *Experiment
@@ -131,6 +135,9 @@ type DB struct {
 	// maxIDMs is the latest id millisecond a batch of this process wrote,
 	// raised before its commit (idCeil).
 	maxIDMs atomic.Int64
+	// scanPieces is Options.ScanPieces; pieceEvents the fewest events a
+	// piece is cut to (minPieceEvents; tests lower it).
+	scanPieces, pieceEvents int
 }
 
 // ErrNotFound is returned by lookups of missing records.
@@ -222,7 +229,10 @@ func Open(dir string, o Options) (*DB, error) {
 	commits := &inflight{}
 	d := &DB{db: db, wake: wake, fatal: fatal, splits: splits, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
 		idemSlots: newIdemSlots(o.IdempotencyFilterKeys), vmem: newVisitorMem(o.VisitorMemory, commits), late: newLateMem(o.LateMemory), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
-		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat())}
+		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat()), scanPieces: o.ScanPieces, pieceEvents: minPieceEvents}
+	if d.scanPieces <= 0 {
+		d.scanPieces = runtime.NumCPU()
+	}
 	if err := d.openRecords(o); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("key the event records of %s by timestamp: %w", dir, err)
@@ -540,14 +550,36 @@ func (d *DB) openIndex(ds uint32, name, visitor string, hasVisitor bool, from, t
 	if hasVisitor {
 		return openVisitor(d.db, d.vmem, d.legacyVisitors, ds, visitor, from, to)
 	}
-	if name != "" {
-		lower, upper := rangeBounds(namePrefix(nil, ds, name), from, to)
-		return d.openTime(lower, upper)
-	}
-	lower, upper := rangeBounds(appendDataset(nil, prefixRecord, ds), from, to)
-	it, err := d.openTime(lower, upper)
+	its, err := d.openPieces(ds, name, from, to, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &recordIndex{timeIter: it}, nil
+	return its[0], nil
+}
+
+// openPieces is openIndex without a visitor, cut at the times in cuts
+// (increasing, in (from, to]) into one iterator per piece, all on one
+// view (openTimes).
+func (d *DB) openPieces(ds uint32, name string, from, to int64, cuts []int64) ([]indexIter, error) {
+	prefix := appendDataset(nil, prefixRecord, ds)
+	if name != "" {
+		prefix = namePrefix(nil, ds, name)
+	}
+	lower, upper := rangeBounds(prefix, from, to)
+	bounds := append(make([][]byte, 0, len(cuts)+2), lower)
+	for _, c := range cuts {
+		lo, _ := rangeBounds(prefix, c, c)
+		bounds = append(bounds, lo)
+	}
+	ts, err := d.openTimes(append(bounds, upper))
+	if err != nil {
+		return nil, err
+	}
+	its := make([]indexIter, len(ts))
+	for i, t := range ts {
+		if its[i] = t; name == "" {
+			its[i] = &recordIndex{timeIter: t}
+		}
+	}
+	return its, nil
 }

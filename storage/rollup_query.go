@@ -340,37 +340,6 @@ func (d *DB) visitorAggregate(q AggQuery, out []Agg) error {
 	return err
 }
 
-// matchAggregate is Aggregate over raw events with a property filter: every
-// event of the range (of the name or visitor index when given) is read and
-// matched. Without a visitor the counters say up front whether the range is
-// past MaxScan, so such a query fails at once rather than after reading.
-func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
-	from, to := max(q.Bounds[0], 0), q.Bounds[len(q.Bounds)-1]-1
-	if !q.HasVisitor {
-		if err := d.checkScan(q.Dataset, q.Name, from, to, q.MaxScan); err != nil {
-			return err
-		}
-	}
-	sums := make([]sumValue, len(out))
-	err := d.scanEvents(q.Dataset, q.Name, q.VisitorID, q.HasVisitor, from, to, q.MaxScan, q.Match, func(value []byte, ev *Event) error {
-		i := sort.Search(len(q.Bounds), func(i int) bool { return q.Bounds[i] > ev.Timestamp }) - 1
-		if i < 0 || i >= len(out) {
-			return nil
-		}
-		if _, bot := splitBot(value); bot && !q.Bots {
-			out[i].Bots++
-			return nil
-		}
-		out[i].Count++
-		addEventTo(&q, ev, &out[i], &sums[i])
-		return nil
-	})
-	for i := range sums {
-		out[i].Sum, out[i].N = sums[i].total(), sums[i].n
-	}
-	return err
-}
-
 // scanIndex walks the index entries under prefix with timestamps in [from, to], oldest first.
 func (d *DB) scanIndex(prefix []byte, from, to int64, fn func(ts int64, id ID, value []byte) error) error {
 	lo, hi := rangeBounds(prefix, from, to)
@@ -402,11 +371,21 @@ func (d *DB) scanEvents(ds uint32, name, visitor string, hasVisitor bool, from, 
 	if err != nil {
 		return err
 	}
+	if !hasVisitor {
+		name = "" // the index holds that name's entries only
+	}
+	return d.scanIter(it, ds, name, maxScan, match, fn)
+}
+
+// scanIter is scanEvents over it, an index opened for dataset ds; a
+// visitor's index holds every name, so name (when not empty) is checked
+// against each entry's value.
+func (d *DB) scanIter(it indexIter, ds uint32, name string, maxScan int, match func(props []byte) bool, fn func(value []byte, ev *Event) error) error {
 	er := entryReader{d: d, ds: ds}
 	defer er.close()
 	scanned := 0
 	return eachEntry(it, func(ts int64, id ID, value []byte) error {
-		if hasVisitor && name != "" && !sameName(value, name) {
+		if name != "" && !sameName(value, name) {
 			return nil
 		}
 		if scanned++; maxScan > 0 && scanned > maxScan {

@@ -78,8 +78,28 @@ type timeSource interface {
 
 // openTime opens a timeIter over [lower, upper), bounds under S or N.
 func (d *DB) openTime(lower, upper []byte) (*timeIter, error) {
-	p := [2]byte{lower[0], displacedPrefix(lower[0])}
-	lateLo, lateHi := withPrefix(lower, p[0], p[1]), withPrefix(upper, p[0], p[1])
+	ts, err := d.openTimes([][]byte{lower, upper})
+	if err != nil {
+		return nil, err
+	}
+	return ts[0], nil
+}
+
+// openTimes opens a timeIter over each range [bounds[i], bounds[i+1]),
+// bounds increasing under one S or N prefix, all on one view of Pebble
+// and of memory: a commit shows in every range or in none, so pieces read
+// on several goroutines add up to what one reader would see.
+func (d *DB) openTimes(bounds [][]byte) (_ []*timeIter, err error) {
+	p := [2]byte{bounds[0][0], displacedPrefix(bounds[0][0])}
+	late := func(k []byte) []byte { return withPrefix(k, p[0], p[1]) }
+	out := make([]*timeIter, 0, len(bounds)-1)
+	defer func() {
+		if err != nil {
+			for _, t := range out {
+				_ = t.Close()
+			}
+		}
+	}()
 	// The memory's copy and the Pebble view are taken under its lock: a
 	// cell written meanwhile is in one or both, never in neither.
 	l := d.late
@@ -88,25 +108,38 @@ func (d *DB) openTime(lower, upper []byte) (*timeIter, error) {
 	// The entries of commits in flight first, as the visitor memory's
 	// readers take them (visitors.go): a commit the view below shows may
 	// not have added them to memory yet.
-	pending := d.inflightLate(lateLo)
-	main, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return nil, err
+	pending := d.inflightLate(late(bounds[0]))
+	// Clones share the first iterator's view.
+	var first *pebble.Iterator
+	open := func(lo, hi []byte) (*pebble.Iterator, error) {
+		o := &pebble.IterOptions{LowerBound: lo, UpperBound: hi}
+		if first == nil {
+			it, err := d.db.NewIter(o)
+			first = it
+			return it, err
+		}
+		return first.Clone(pebble.CloneOptions{IterOptions: o})
 	}
-	// A clone shares the first's view: a commit cannot show in one range
-	// and not the other.
-	late, err := main.Clone(pebble.CloneOptions{IterOptions: &pebble.IterOptions{LowerBound: lateLo, UpperBound: lateHi}})
-	if err != nil {
-		_ = main.Close()
-		return nil, err
+	for i := 0; i+1 < len(bounds); i++ {
+		lo, hi := bounds[i], bounds[i+1]
+		main, err := open(lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		displaced, err := open(late(lo), late(hi))
+		if err != nil {
+			_ = main.Close()
+			return nil, err
+		}
+		t := &timeIter{srcs: []timeSource{main, displaced}, pfx: []byte{p[0], p[1]}, cur: -1}
+		if mem := l.source(pending, late(lo), late(hi)); mem != nil {
+			t.srcs = append(t.srcs, mem)
+			t.pfx = append(t.pfx, p[1])
+		}
+		t.ok = make([]bool, len(t.srcs))
+		out = append(out, t)
 	}
-	t := &timeIter{srcs: []timeSource{main, late}, pfx: []byte{p[0], p[1]}, cur: -1}
-	if mem := d.late.source(pending, lateLo, lateHi); mem != nil {
-		t.srcs = append(t.srcs, mem)
-		t.pfx = append(t.pfx, p[1])
-	}
-	t.ok = make([]bool, len(t.srcs))
-	return t, nil
+	return out, nil
 }
 
 // pick makes the nearest positioned source current: the smallest key
