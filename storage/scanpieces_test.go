@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 )
@@ -199,4 +200,65 @@ func TestOpenPieces(t *testing.T) {
 			t.Errorf("name %q: the pieces hold %d entries, the whole range %d", name, len(got), len(want))
 		}
 	}
+}
+
+// A where= list read in pieces gives the page and the total one reader
+// gives: pages within a piece, across two, past the matches, and with a
+// name; the event of a commit in flight counts.
+func TestListMatchingInPieces(t *testing.T) {
+	db := openTestDB(t, "")
+	bounds := commitPieceFixture(t, db, 6, 50)
+	last := bounds[len(bounds)-2] + 1234
+	release, done := holdNextCommit(t, db, 1, &Event{ID: IDAt(last + 900), Name: "a", Timestamp: last, CreatedAt: last,
+		Properties: []byte(`{"plan":"pro","amount":0.25}`)}, stagePublished)
+	t.Cleanup(func() {
+		release()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	pro := func(p []byte) bool { v, _ := lookupMember(p, "plan"); return string(v) == `"pro"` }
+	list := func(q ListQuery, pieces int) ([]ID, int64) {
+		t.Helper()
+		db.scanPieces, db.pieceEvents = pieces, 1
+		events, total, err := db.List(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]ID, len(events))
+		for i, e := range events {
+			ids[i] = e.ID
+		}
+		return ids, total
+	}
+	for _, name := range []string{"", "a"} {
+		for _, page := range [][2]int{{0, 10}, {35, 20}, {95, 20}, {0, 100}, {200, 10}, {990, 10}} {
+			q := ListQuery{Dataset: 1, Name: name, From: bounds[0] + 17, To: math.MaxInt64, Offset: page[0], Limit: page[1], Match: pro, MaxScan: 1000}
+			want, wantTotal := list(q, 1)
+			if wantTotal < 50 {
+				t.Fatalf("name %q: one reader matched %d events: the fixture matches too little", name, wantTotal)
+			}
+			for _, pieces := range []int{2, 3, 6} {
+				if got, total := list(q, pieces); total != wantTotal || !reflect.DeepEqual(got, want) {
+					t.Errorf("name %q, offset %d, limit %d, %d pieces: %d events, total %d; one reader %d, %d (or not in its order)",
+						name, page[0], page[1], pieces, len(got), total, len(want), wantTotal)
+				}
+			}
+		}
+	}
+	t.Run("the held commit counts", func(t *testing.T) {
+		q := ListQuery{Dataset: 1, To: math.MaxInt64, Limit: 5, MaxScan: 1000,
+			Match: func(p []byte) bool { return string(p) == `{"plan":"pro","amount":0.25}` }}
+		for _, pieces := range []int{1, 3} {
+			if got, total := list(q, pieces); total != 1 || len(got) != 1 {
+				t.Errorf("%d pieces: %d events, total %d; want the held one", pieces, len(got), total)
+			}
+		}
+	})
+	t.Run("past MaxScan", func(t *testing.T) {
+		db.scanPieces, db.pieceEvents = 3, 1
+		if _, _, err := db.List(ListQuery{Dataset: 1, To: math.MaxInt64, Limit: 5, Match: pro, MaxScan: 100}); !errors.Is(err, ErrScanLimit) {
+			t.Errorf("err = %v, want ErrScanLimit", err)
+		}
+	})
 }
