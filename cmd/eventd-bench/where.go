@@ -56,7 +56,7 @@ type whereQuery struct {
 	share float64       // the share of all events the range's index holds (event= narrows it)
 }
 
-// whereQueries are the three classes, from a few thousand events read to
+// whereQueries are the four classes, from a few thousand events read to
 // the list's 200,000 cap (sizes at the 10-million-a-month density).
 var whereQueries = []whereQuery{
 	// A user looking at the newest matching events: ~13,900 read.
