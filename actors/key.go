@@ -82,7 +82,9 @@ type keyActor struct {
 	// within it; one map for every write, emptied after each (a map made
 	// per write was a third of the key actor's CPU for a keyed batch).
 	local map[string]int
-	fired map[string]int64 // usage-alert rule -> window period it last fired in
+	// hashes holds a keyed write's idempotency hashes for TouchIdempotency.
+	hashes []uint64
+	fired  map[string]int64 // usage-alert rule -> window period it last fired in
 }
 
 func (k *keyActor) Receive(ctx actor.Context) {
@@ -245,6 +247,16 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 	}()
 	// Sized once: a Segment batch's 100 keyed events grew it from nothing.
 	n := len(w.Events)
+	k.hashes = k.hashes[:0]
+	for i := range w.Events {
+		if p := &w.Events[i]; p.IdemKey != "" {
+			p.IdemHash = k.keys.db.IdempotencyHash(k.cfg.ID, p.IdemKey)
+			k.hashes = append(k.hashes, p.IdemHash)
+		}
+	}
+	if len(k.hashes) > 1 {
+		k.keys.db.TouchIdempotency(k.hashes)
+	}
 	c.keys = make([]string, 0, n)
 	answered := 0 // events answered here, not stored
 	for i := range w.Events {
@@ -277,7 +289,7 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 					return
 				}
 			}
-			rec, err := look.Get(k.cfg.ID, p.IdemKey)
+			rec, err := look.GetHashed(k.cfg.ID, p.IdemKey, p.IdemHash)
 			switch {
 			case err == nil && IdempotencyLive(rec.CreatedAt, req.Now.UnixMilli()):
 				if SameContent(rec.Hash, p.Hash, &p.Content) {

@@ -61,6 +61,10 @@ type Pending struct {
 	Event   storage.Event // ID and CreatedAt are assigned by the shard
 	IdemKey string
 	Hash    uint64 // content hash, compared when IdemKey repeats
+	// IdemHash is the store's hash of IdemKey (storage.DB.IdempotencyHash),
+	// set by the key actor, which looks the key up, for the shard, which
+	// stores it: each key is hashed once.
+	IdemHash uint64
 	// Content is what Hash covers (keyed events only), hashed again the
 	// older way only when a stored record's hash differs (SameContent).
 	Content event.Content

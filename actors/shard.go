@@ -33,6 +33,7 @@ type shard struct {
 	pending []*commit
 	hooks   *Webhooks     // nil: no webhooks (tests); see webhook.go
 	outbox  []outboxEvent // outbox entries in the open batch
+	hashes  []uint64      // a keyed write's idempotency hashes, for TouchIdempotency
 }
 
 type shardMetrics struct {
@@ -62,6 +63,15 @@ func (s *shard) Receive(ctx actor.Context) {
 		routes = s.hooks.eventRoutes(c.write.Dataset)
 	}
 	block := s.gen.Reserve(len(c.write.Events))
+	if len(c.keys) > 1 {
+		s.hashes = s.hashes[:0]
+		for i := range c.write.Events {
+			if p := &c.write.Events[i]; p.IdemKey != "" {
+				s.hashes = append(s.hashes, p.IdemHash)
+			}
+		}
+		s.db.TouchIdempotency(s.hashes)
+	}
 	for i := range c.write.Events {
 		p := &c.write.Events[i]
 		var ms int64
@@ -82,7 +92,7 @@ func (s *shard) Receive(ctx actor.Context) {
 			s.addOutbox(routes, c.write.Dataset, &p.Event)
 		}
 		if p.IdemKey != "" {
-			s.batch.AddIdempotency(c.keyID, p.IdemKey, storage.IdemRecord{
+			s.batch.AddIdempotencyHashed(c.keyID, p.IdemKey, p.IdemHash, storage.IdemRecord{
 				Hash: p.Hash, ID: p.Event.ID, Timestamp: p.Event.Timestamp, CreatedAt: now,
 			})
 		}

@@ -203,6 +203,12 @@ func (b *Batch) addLateKeys(p *pendingLate) {
 // event, in the second r was created (idemslots.go), or in its day's
 // partition when the filter is full (idempotency.go).
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
+	b.AddIdempotencyHashed(keyID, key, b.db.IdempotencyHash(keyID, key), r)
+}
+
+// AddIdempotencyHashed is AddIdempotency of a key whose IdempotencyHash
+// is h.
+func (b *Batch) AddIdempotencyHashed(keyID, key string, h uint64, r IdemRecord) {
 	if b.recs == nil {
 		if b.recs, _ = b.db.pools.idem.Get().(*idemRecords); b.recs == nil {
 			b.recs = new(idemRecords)
@@ -211,7 +217,7 @@ func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
 	ir := b.recs
 	off := len(ir.buf)
 	var k []byte
-	if sec := idemSecond(r.CreatedAt); b.db.idemSlots.add(keyID, key, sec) {
+	if sec := idemSecond(r.CreatedAt); b.db.idemSlots.addHash(h, sec) {
 		k = idemSlotKey(ir.buf, sec, keyID, key)
 	} else {
 		day := idemDay(r.CreatedAt)

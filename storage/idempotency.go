@@ -165,7 +165,12 @@ func (d *DB) NewIdemLookup() (*IdemLookup, error) {
 // partition for a key that was never written is usually answered by the
 // filters.
 func (l *IdemLookup) Get(keyID, key string) (IdemRecord, error) {
-	l.secs = l.db.idemSlots.find(keyID, key, l.nowMs, l.secs[:0])
+	return l.GetHashed(keyID, key, l.db.IdempotencyHash(keyID, key))
+}
+
+// GetHashed is Get of a key whose IdempotencyHash is h.
+func (l *IdemLookup) GetHashed(keyID, key string, h uint64) (IdemRecord, error) {
+	l.secs = l.db.idemSlots.find(h, l.nowMs, l.secs[:0])
 	for _, sec := range l.secs {
 		l.key = idemSlotKey(l.key[:0], sec, keyID, key)
 		r, err := l.seek(&l.slots, prefixIdemSlot)

@@ -107,14 +107,9 @@ func idemSecond(ms int64) uint32 {
 	return uint32(ms / 1000)
 }
 
-// add notes keyID's key stored in second sec; false if the filter is full
-// or sec is below its floor (idemsave.go), and the record must go to the
-// day layout.
-func (s *idemSlots) add(keyID, key string, sec uint32) bool {
-	return s.addHash(s.hash(keyID, key), sec)
-}
-
-// addHash is add of a key's hash.
+// addHash notes the key hashed to h stored in second sec; false if the
+// filter is full or sec is below its floor (idemsave.go), and the record
+// must go to the day layout.
 func (s *idemSlots) addHash(h uint64, sec uint32) bool {
 	if s.filter == nil || !s.filter.Insert(h, sec) {
 		s.overflow.Store(true)
@@ -128,12 +123,30 @@ func (s *idemSlots) addHash(h uint64, sec uint32) bool {
 	}
 }
 
-// find appends the seconds keyID's key may be stored in, newest first.
-func (s *idemSlots) find(keyID, key string, nowMs int64, dst []uint32) []uint32 {
+// find appends the seconds the key hashed to h may be stored in, newest
+// first.
+func (s *idemSlots) find(h uint64, nowMs int64, dst []uint32) []uint32 {
 	if s.filter == nil {
 		return dst
 	}
-	return s.filter.Find(s.hash(keyID, key), max(s.hi.Load(), idemSecond(nowMs)), dst)
+	return s.filter.Find(h, max(s.hi.Load(), idemSecond(nowMs)), dst)
+}
+
+// IdempotencyHash is the hash by which the filter knows keyID's key:
+// callers that look a key up and then store it (the key actor, the shard)
+// hash it once and pass it on (IdemLookup.GetHashed,
+// Batch.AddIdempotencyHashed). It holds from the moment
+// IdempotencyReady is closed (a start may read the hash's seed back).
+func (d *DB) IdempotencyHash(keyID, key string) uint64 { return d.idemSlots.hash(keyID, key) }
+
+// TouchIdempotency reads the filter's buckets of the keys hashed to hs
+// (IdempotencyHash), so that their look-ups and inserts soon after find
+// them in the CPU's cache (slotfilter's Touch): a keyed batch of 100 made
+// 200 calls to the filter, each waiting for its own cache misses.
+func (d *DB) TouchIdempotency(hs []uint64) {
+	if f := d.idemSlots.filter; f != nil {
+		f.Touch(hs)
+	}
 }
 
 // idemSlotKey is F second len keyID key.

@@ -105,6 +105,47 @@ func TestIdemSlots(t *testing.T) {
 // TestIdemSlotsFull: past the filter's bound keys are kept by day, which
 // look-ups then read too, also once reopened; a key stored again there is
 // found over its older record kept by second.
+// A key stored and looked up by the hash its caller computed once
+// (IdempotencyHash), after TouchIdempotency, is the key stored and looked
+// up by name.
+func TestIdempotencyHashed(t *testing.T) {
+	db := openTestDB(t, "")
+	now := time.Now().UnixMilli()
+	keys := []string{"a", "b", "node-next-1-x"}
+	hs := make([]uint64, len(keys))
+	for i, k := range keys {
+		hs[i] = db.IdempotencyHash("key_1", k)
+		if hs[i] != db.IdempotencyHash("key_1", k) || hs[i] == db.IdempotencyHash("key_2", k) {
+			t.Fatalf("IdempotencyHash(%q) is not a function of the API key and the key", k)
+		}
+	}
+	db.TouchIdempotency(hs)
+	b := db.NewBatch()
+	for i, k := range keys {
+		b.AddIdempotencyHashed("key_1", k, hs[i], IdemRecord{Hash: uint64(i + 1), ID: testID(uint64(i + 1)), CreatedAt: now})
+	}
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	db.TouchIdempotency(hs)
+	l, err := db.NewIdemLookup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i, k := range keys {
+		byHash, err1 := l.GetHashed("key_1", k, hs[i])
+		byName, err2 := db.GetIdempotency("key_1", k)
+		if err1 != nil || err2 != nil || byHash.Hash != uint64(i+1) || byHash != byName {
+			t.Errorf("%q: GetHashed %+v, %v; GetIdempotency %+v, %v", k, byHash, err1, byName, err2)
+		}
+	}
+	if _, err := l.GetHashed("key_2", "a", db.IdempotencyHash("key_2", "a")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another API key's key: %v, want ErrNotFound", err)
+	}
+}
+
 func TestIdemSlotsFull(t *testing.T) {
 	db := openTestDBWith(t, Options{IdempotencyFilterKeys: 4096})
 	now := time.Now().UnixMilli()

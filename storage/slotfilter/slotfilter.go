@@ -64,6 +64,8 @@ type Filter struct {
 	// resizing is held while a larger table is built, and by Expire, whose
 	// removals the copy being rehashed would not see.
 	resizing sync.Mutex
+	// touched keeps Touch's reads from being compiled away.
+	touched uint64
 }
 
 // placer is what placing an entry needs besides the table.
@@ -327,6 +329,24 @@ func (f *Filter) Find(h uint64, hi uint32, dst []uint32) []uint32 {
 		}
 	}
 	return dst
+}
+
+// Touch reads the buckets of every hash of hs, so that Find and Insert of
+// them soon after find the buckets in the CPU's cache. Each Find and
+// Insert takes the lock, an atomic instruction that waits for the memory
+// reads before it: one after the other, a large table's look-ups wait for
+// a cache miss or two each (some 200 ns in a keyed batch). Here the reads
+// of all the buckets go out together.
+func (f *Filter) Touch(hs []uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mask := len(f.buckets) - 1
+	var sum uint64
+	for _, h := range hs {
+		b1, b2 := index(tag(h), mask)
+		sum += f.buckets[b1][0] + f.buckets[b2][0]
+	}
+	f.touched += sum
 }
 
 // slotOf is e's slot: the latest at or before hi with e's low bits.

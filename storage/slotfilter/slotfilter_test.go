@@ -1,6 +1,7 @@
 package slotfilter
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -45,6 +46,10 @@ func TestFindWhatWasInserted(t *testing.T) {
 				t.Fatalf("Len = %d, want %d", f.Len(), tt.keys)
 			}
 			hi := slot(tt.keys - 1)
+			f.Touch(hs) // reads only: the answers are the same
+			if f.Len() != tt.keys {
+				t.Fatalf("Len after Touch = %d, want %d", f.Len(), tt.keys)
+			}
 			for i, h := range hs {
 				if got := f.Find(h, hi, nil); !slices.Equal(got, []uint32{slot(i)}) {
 					t.Fatalf("Find(#%d) = %v, want [%d]", i, got, slot(i))
@@ -156,6 +161,42 @@ func BenchmarkFind(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		buf = f.Find(hs[i%len(hs)]^1<<63, 1, buf[:0])
+	}
+}
+
+// BenchmarkBatch is a keyed batch's look-ups and inserts of 100 new keys
+// in a table of 4 million, as the key actor and the shard make them, with
+// and without Touch first.
+func BenchmarkBatch(b *testing.B) {
+	for _, touch := range []bool{false, true} {
+		b.Run(fmt.Sprintf("touch=%v", touch), func(b *testing.B) {
+			f := New(1 << 24)
+			r := rand.New(rand.NewPCG(6, 1))
+			f.Reserve(8 << 20)
+			for range 4 << 20 {
+				f.Insert(r.Uint64(), 1)
+			}
+			hs := make([]uint64, 100)
+			var buf []uint32
+			b.ResetTimer()
+			for range b.N / len(hs) {
+				for i := range hs {
+					hs[i] = r.Uint64()
+				}
+				if touch {
+					f.Touch(hs)
+				}
+				for _, h := range hs {
+					buf = f.Find(h, 2, buf[:0])
+				}
+				if touch {
+					f.Touch(hs)
+				}
+				for _, h := range hs {
+					f.Insert(h, 2)
+				}
+			}
+		})
 	}
 }
 
