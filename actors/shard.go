@@ -63,15 +63,6 @@ func (s *shard) Receive(ctx actor.Context) {
 		routes = s.hooks.eventRoutes(c.write.Dataset)
 	}
 	block := s.gen.Reserve(len(c.write.Events))
-	if len(c.keys) > 1 {
-		s.hashes = s.hashes[:0]
-		for i := range c.write.Events {
-			if p := &c.write.Events[i]; p.IdemKey != "" {
-				s.hashes = append(s.hashes, p.IdemHash)
-			}
-		}
-		s.db.TouchIdempotency(s.hashes)
-	}
 	for i := range c.write.Events {
 		p := &c.write.Events[i]
 		var ms int64
@@ -91,15 +82,36 @@ func (s *shard) Receive(ctx actor.Context) {
 			// The delivery promise commits with the event; sending is the webhook actor's.
 			s.addOutbox(routes, c.write.Dataset, &p.Event)
 		}
-		if p.IdemKey != "" {
-			s.batch.AddIdempotencyHashed(c.keyID, p.IdemKey, p.IdemHash, storage.IdemRecord{
-				Hash: p.Hash, ID: p.Event.ID, Timestamp: p.Event.Timestamp, CreatedAt: now,
-			})
-		}
+	}
+	if len(c.keys) > 0 {
+		s.addIdempotency(c, now)
 	}
 	s.pending = append(s.pending, c)
 	if s.queued.Add(-1) == 0 || s.batch.Len() >= maxBatchEvents {
 		s.flush()
+	}
+}
+
+// addIdempotency adds the records of c's keyed events, after the events:
+// their filter buckets are read together (storage.DB.TouchIdempotency)
+// and then taken while still in the cache. Among the events' other writes
+// the buckets read first were evicted again (session 28).
+func (s *shard) addIdempotency(c *commit, now int64) {
+	if len(c.keys) > 1 {
+		s.hashes = s.hashes[:0]
+		for i := range c.write.Events {
+			if p := &c.write.Events[i]; p.IdemKey != "" {
+				s.hashes = append(s.hashes, p.IdemHash)
+			}
+		}
+		s.db.TouchIdempotency(s.hashes)
+	}
+	for i := range c.write.Events {
+		if p := &c.write.Events[i]; p.IdemKey != "" {
+			s.batch.AddIdempotencyHashed(c.keyID, p.IdemKey, p.IdemHash, storage.IdemRecord{
+				Hash: p.Hash, ID: p.Event.ID, Timestamp: p.Event.Timestamp, CreatedAt: now,
+			})
+		}
 	}
 }
 
