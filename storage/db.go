@@ -58,8 +58,9 @@ type Options struct {
 	// the records since instead of every record (idemsave.go; default
 	// DefaultIdempotencyFilterSave, < 0: only at Close).
 	IdempotencyFilterSave time.Duration
-	// ScanPieces is how many goroutines a where= aggregate over a long
-	// range reads it with (scanpieces.go; default: the number of CPUs).
+	// ScanPieces is how many goroutines a where= timeseries or list over a
+	// long range reads it with (scanpieces.go; default: the number of
+	// CPUs).
 	ScanPieces int
 	// Experiment is for measurements only (experiment.go); nil is the
 	// production store.

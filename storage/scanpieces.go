@@ -44,6 +44,25 @@ func runPieces(its []indexIter, read func(i int, it indexIter) error) error {
 	return nil
 }
 
+// openScan opens a where= scan of [from, to] without a visitor filter:
+// the counters say how many events it reads (past maxScan, when set, it
+// fails with ErrScanLimit at once) and so into how many pieces, up to
+// most, cut says where to cut it.
+func (d *DB) openScan(ds uint32, name string, from, to int64, maxScan, most int, cut func(n int64, pieces int) ([]int64, error)) ([]indexIter, error) {
+	n, err := d.Count(ds, name, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if maxScan > 0 && n > int64(maxScan) {
+		return nil, ErrScanLimit
+	}
+	cuts, err := cut(n, min(most, int(n/int64(d.pieceEvents))))
+	if err != nil {
+		return nil, err
+	}
+	return d.openPieces(ds, name, from, to, cuts)
+}
+
 // matchAggregate is Aggregate over raw events with a property filter: every
 // event of the range (of the name or visitor index when given) is read and
 // matched. Without a visitor the counters say up front whether the range is
@@ -75,25 +94,16 @@ func (d *DB) matchAggregate(q AggQuery, out []Agg) error {
 	if q.HasVisitor {
 		return d.scanEvents(q.Dataset, q.Name, q.VisitorID, true, from, to, q.MaxScan, q.Match, add)
 	}
-	n, err := d.Count(q.Dataset, q.Name, from, to)
-	if err != nil {
-		return err
-	}
-	if q.MaxScan > 0 && n > int64(q.MaxScan) {
-		return ErrScanLimit
-	}
-	pieces := min(d.scanPieces, int(n/int64(d.pieceEvents)))
-	starts, err := cutBuckets(len(out), pieces, n, func(k int) (int64, error) {
-		return d.Count(q.Dataset, q.Name, from, q.Bounds[k]-1)
+	its, err := d.openScan(q.Dataset, q.Name, from, to, q.MaxScan, d.scanPieces, func(n int64, pieces int) ([]int64, error) {
+		starts, err := cutBuckets(len(out), pieces, n, func(k int) (int64, error) {
+			return d.Count(q.Dataset, q.Name, from, q.Bounds[k]-1)
+		})
+		cuts := make([]int64, len(starts))
+		for i, k := range starts {
+			cuts[i] = q.Bounds[k]
+		}
+		return cuts, err
 	})
-	if err != nil {
-		return err
-	}
-	cuts := make([]int64, len(starts))
-	for i, k := range starts {
-		cuts[i] = q.Bounds[k]
-	}
-	its, err := d.openPieces(q.Dataset, q.Name, from, to, cuts)
 	if err != nil {
 		return err
 	}
@@ -116,22 +126,13 @@ func (d *DB) listMatching(q ListQuery) ([]Event, int64, error) {
 		}
 		return d.listPiece(it, &q, q.Offset, q.Limit)
 	}
-	n, err := d.Count(q.Dataset, q.Name, q.From, q.To)
-	if err != nil {
-		return nil, 0, err
+	most := d.scanPieces
+	if q.Offset+q.Limit > maxPieceKeep {
+		most = 1
 	}
-	if q.MaxScan > 0 && n > int64(q.MaxScan) {
-		return nil, 0, ErrScanLimit
-	}
-	pieces := 1
-	if q.Offset+q.Limit <= maxPieceKeep {
-		pieces = min(d.scanPieces, int(n/int64(d.pieceEvents)))
-	}
-	cuts, err := d.cutTimes(q.Dataset, q.Name, q.From, q.To, n, pieces)
-	if err != nil {
-		return nil, 0, err
-	}
-	its, err := d.openPieces(q.Dataset, q.Name, q.From, q.To, cuts)
+	its, err := d.openScan(q.Dataset, q.Name, q.From, q.To, q.MaxScan, most, func(n int64, pieces int) ([]int64, error) {
+		return d.cutTimes(q.Dataset, q.Name, q.From, q.To, n, pieces)
+	})
 	if err != nil {
 		return nil, 0, err
 	}
