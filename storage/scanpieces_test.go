@@ -89,6 +89,25 @@ func commitPieceFixture(t *testing.T, db testDB, hours, perHour int) []int64 {
 	return bounds
 }
 
+// heldProps are the properties of the event holdHeldEvent holds.
+const heldProps = `{"plan":"pro","amount":0.25}`
+
+// holdHeldEvent holds, until the test ends, a commit of one displaced
+// event named "a" in the last hour of bounds, after Pebble's part: its
+// time index key is in no memory yet, only in the commit in flight.
+func holdHeldEvent(t *testing.T, db testDB, bounds []int64) {
+	t.Helper()
+	last := bounds[len(bounds)-2] + 1234
+	release, done := holdNextCommit(t, db, 1, &Event{ID: IDAt(last + 900), Name: "a", Timestamp: last, CreatedAt: last,
+		Properties: []byte(heldProps)}, stagePublished)
+	t.Cleanup(func() {
+		release()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 // A where= aggregate read in pieces on several goroutines gives what one
 // reader gives, to the last bit of the sums, with and without a name, bots
 // left out or counted, events in Pebble, under Z keys and in memory, and
@@ -96,15 +115,7 @@ func commitPieceFixture(t *testing.T, db testDB, hours, perHour int) []int64 {
 func TestMatchAggregateInPieces(t *testing.T) {
 	db := openTestDB(t, "")
 	bounds := commitPieceFixture(t, db, 6, 50)
-	last := bounds[len(bounds)-2] + 1234
-	release, done := holdNextCommit(t, db, 1, &Event{ID: IDAt(last + 900), Name: "a", Timestamp: last, CreatedAt: last,
-		Properties: []byte(`{"plan":"pro","amount":0.25}`)}, stagePublished)
-	t.Cleanup(func() {
-		release()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	holdHeldEvent(t, db, bounds)
 	pro := func(p []byte) bool { v, _ := lookupMember(p, "plan"); return string(v) == `"pro"` }
 	aggregate := func(q AggQuery, pieces int) []Agg {
 		t.Helper()
@@ -142,7 +153,7 @@ func TestMatchAggregateInPieces(t *testing.T) {
 		})
 	}
 	t.Run("the held commit counts", func(t *testing.T) {
-		q := AggQuery{Dataset: 1, Bounds: bounds, Name: "a", Match: func(p []byte) bool { return string(p) == `{"plan":"pro","amount":0.25}` }}
+		q := AggQuery{Dataset: 1, Bounds: bounds, Name: "a", Match: func(p []byte) bool { return string(p) == heldProps }}
 		for _, pieces := range []int{1, 3} {
 			if got := aggregate(q, pieces); got[len(got)-1].Count != 1 {
 				t.Errorf("%d pieces: the last hour counts %d events of the held commit, want 1", pieces, got[len(got)-1].Count)
@@ -208,15 +219,7 @@ func TestOpenPieces(t *testing.T) {
 func TestListMatchingInPieces(t *testing.T) {
 	db := openTestDB(t, "")
 	bounds := commitPieceFixture(t, db, 6, 50)
-	last := bounds[len(bounds)-2] + 1234
-	release, done := holdNextCommit(t, db, 1, &Event{ID: IDAt(last + 900), Name: "a", Timestamp: last, CreatedAt: last,
-		Properties: []byte(`{"plan":"pro","amount":0.25}`)}, stagePublished)
-	t.Cleanup(func() {
-		release()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	holdHeldEvent(t, db, bounds)
 	pro := func(p []byte) bool { v, _ := lookupMember(p, "plan"); return string(v) == `"pro"` }
 	list := func(q ListQuery, pieces int) ([]ID, int64) {
 		t.Helper()
@@ -248,7 +251,7 @@ func TestListMatchingInPieces(t *testing.T) {
 	}
 	t.Run("the held commit counts", func(t *testing.T) {
 		q := ListQuery{Dataset: 1, To: math.MaxInt64, Limit: 5, MaxScan: 1000,
-			Match: func(p []byte) bool { return string(p) == `{"plan":"pro","amount":0.25}` }}
+			Match: func(p []byte) bool { return string(p) == heldProps }}
 		for _, pieces := range []int{1, 3} {
 			if got, total := list(q, pieces); total != 1 || len(got) != 1 {
 				t.Errorf("%d pieces: %d events, total %d; want the held one", pieces, len(got), total)
