@@ -46,7 +46,8 @@ type Config struct {
 	KeyIdle time.Duration
 	// MaxQueued is the number of queued commits past which writes get 503 (default 4096 per shard).
 	MaxQueued int64
-	// WaitTimeout bounds how long a request waits for its actors (default 10 s).
+	// WaitTimeout bounds how long a request waits for its actors (default
+	// 10 s): it gives up after 9-10 tenths of it (waitclock.go).
 	WaitTimeout time.Duration
 	// WebhooksAllowPrivate lets live webhooks reach private and loopback addresses (SSRF guard off).
 	WebhooksAllowPrivate bool
@@ -89,14 +90,15 @@ type Engine struct {
 	keyRecords map[string]*keyRecord // every key, revoked ones too
 	nextDS     uint32
 
-	requests sync.Pool // *actors.Request with its reply channel (Submit, Release)
-	timers   sync.Pool
-	jobs     jobs
-	hooksMu  sync.Mutex
-	drained  []func()
-	revoked  []func(Revocation) // OnRevoked (stream.go)
-	stop     chan struct{}
-	wg       sync.WaitGroup
+	requests  sync.Pool  // *actors.Request with its reply channel (Submit, Release)
+	clock     *waitClock // Submit's deadline (waitclock.go)
+	clockStop chan struct{}
+	jobs      jobs
+	hooksMu   sync.Mutex
+	drained   []func()
+	revoked   []func(Revocation) // OnRevoked (stream.go)
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // Errors the HTTP layer maps to statuses.
@@ -149,15 +151,12 @@ func Open(cfg Config) (*Engine, error) {
 		keyRecords: make(map[string]*keyRecord),
 		hooks:      newHookState(),
 		stop:       make(chan struct{}),
+		clock:      newWaitClock(),
+		clockStop:  make(chan struct{}),
 	}
 	e.horizon = ids.NewHorizon(e.ids)
 	e.cfg.Metrics.MustRegister(&cursorCollector{e: e})
 	e.requests.New = func() any { return &actors.Request{Reply: make(chan *actors.Reply, 1)} }
-	e.timers.New = func() any {
-		t := time.NewTimer(time.Hour)
-		t.Stop()
-		return t
-	}
 	if err := e.load(); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -221,6 +220,7 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	e.wg.Add(1)
 	go e.background()
+	go e.clock.run(e.cfg.WaitTimeout/waitTicks, e.clockStop)
 	return e, nil
 }
 
@@ -276,6 +276,7 @@ func (e *Engine) Close() error {
 	e.jobs.wg.Wait() // jobs write to the store
 	e.keys.StopAll()
 	e.shards.Stop()
+	close(e.clockStop) // after the shards: every write in flight has its reply
 	_ = e.system.Root.PoisonFuture(e.bcast).Wait()
 	e.closeAnalytics() // after the broadcaster: it has handed the goals actor every commit
 	e.stopWebhooks()   // after the shards and the goals actor, which queue deliveries; before the store closes
@@ -325,31 +326,22 @@ func (e *Engine) Submit(p *Principal, kind ratelimit.Kind, write *actors.Write, 
 	ch := req.Reply
 	req.Kind, req.Now, req.Write, req.Snapshot = kind, time.Now(), write, snapshot
 	e.keys.Send(&p.cfg, req)
-	// Timers are pooled: a new one per request was a sixth of the
-	// allocations of a single-event write.
-	timer := e.timers.Get().(*time.Timer)
-	timer.Reset(e.cfg.WaitTimeout)
-	defer func() {
-		timer.Stop()
-		e.timers.Put(timer)
-	}()
-	select {
-	case rep := <-ch:
-		if rep.Err != nil {
-			if errors.Is(rep.Err, actors.ErrStopped) {
-				e.Release(rep)
-				return nil, ErrOverloaded
-			}
-			// The reply goes along: a write refused for space after its
-			// rate-limit check still carries the windows for the headers.
-			return rep, storageError(rep.Err)
-		}
-		return rep, nil
-	case <-timer.C:
+	rep, ok := e.clock.wait(ch)
+	if !ok {
 		// The actors may still fill in the reply and send it: never reuse
 		// this request or its channel; the collector takes them.
 		return nil, ErrOverloaded
 	}
+	if rep.Err != nil {
+		if errors.Is(rep.Err, actors.ErrStopped) {
+			e.Release(rep)
+			return nil, ErrOverloaded
+		}
+		// The reply goes along: a write refused for space after its
+		// rate-limit check still carries the windows for the headers.
+		return rep, storageError(rep.Err)
+	}
+	return rep, nil
 }
 
 // Release hands back a reply Submit returned once the caller has read all

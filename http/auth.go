@@ -165,13 +165,24 @@ func setRateHeaders(ctx *fasthttp.RequestCtx, ws []ratelimit.WindowStatus, now t
 	t := ratelimit.Tightest(ws)
 	h := &ctx.Response.Header
 	var buf [24]byte
-	h.SetBytesV("X-RateLimit-Limit", strconv.AppendInt(buf[:0], t.Limit, 10))
-	h.SetBytesV("X-RateLimit-Remaining", strconv.AppendInt(buf[:0], t.Remaining, 10))
-	h.SetBytesV("X-RateLimit-Reset", strconv.AppendInt(buf[:0], t.Reset, 10))
+	h.SetCanonical(headerRateLimitLimit, strconv.AppendInt(buf[:0], t.Limit, 10))
+	h.SetCanonical(headerRateLimitRemaining, strconv.AppendInt(buf[:0], t.Remaining, 10))
+	h.SetCanonical(headerRateLimitReset, strconv.AppendInt(buf[:0], t.Reset, 10))
 	var hb [160]byte
-	h.SetBytesV("RateLimit-Policy", ratelimit.PolicyHeader(hb[:0], ws))
-	h.SetBytesV("RateLimit", ratelimit.RateLimitHeader(hb[:0], t, now))
+	h.SetCanonical(headerRateLimitPolicy, ratelimit.PolicyHeader(hb[:0], ws))
+	h.SetCanonical(headerRateLimit, ratelimit.RateLimitHeader(hb[:0], t, now))
 }
+
+// The rate-limit headers' names, canonical already: SetCanonical skips the
+// copy and case normalization SetBytesV does on every call (a third of
+// the headers' cost on each write).
+var (
+	headerRateLimitLimit     = []byte("X-RateLimit-Limit")
+	headerRateLimitRemaining = []byte("X-RateLimit-Remaining")
+	headerRateLimitReset     = []byte("X-RateLimit-Reset")
+	headerRateLimitPolicy    = []byte("RateLimit-Policy")
+	headerRateLimit          = []byte("RateLimit")
+)
 
 // writeRateLimited answers 429 with retry_after and Retry-After.
 func writeRateLimited(ctx *fasthttp.RequestCtx, rep *actors.Reply) {

@@ -230,16 +230,19 @@ func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 }
 
 func (s *Server) setRequestID(ctx *fasthttp.RequestCtx) {
-	if id := ctx.Request.Header.Peek("X-Request-Id"); validRequestID(id) {
-		ctx.Response.Header.SetBytesV("X-Request-Id", id)
+	if id := ctx.Request.Header.PeekBytes(headerRequestID); validRequestID(id) {
+		ctx.Response.Header.SetCanonical(headerRequestID, id)
 		return
 	}
-	b := make([]byte, 0, 32)
-	b = append(b, s.reqPrefix...)
+	var buf [32]byte
+	b := append(buf[:0], s.reqPrefix...)
 	b = append(b, '_')
 	b = strconv.AppendUint(b, s.reqSeq.Add(1), 36)
-	ctx.Response.Header.SetBytesV("X-Request-Id", b)
+	ctx.Response.Header.SetCanonical(headerRequestID, b)
 }
+
+// headerRequestID is X-Request-Id, canonical already (see headerRateLimit).
+var headerRequestID = []byte("X-Request-Id")
 
 // validRequestID accepts a caller's id only if it is short and printable, so
 // it cannot inject into headers or logs.
