@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -399,5 +400,73 @@ func TestKeyedWritesWaitForTheFilter(t *testing.T) {
 	}
 	if got[0] != Stored || got[1] != Replayed {
 		t.Errorf("outcomes %v, want stored, then replayed", got)
+	}
+}
+
+// TestPersistSteps checks PersistAll's groups: every key asked, the last
+// group before the spread has passed, never a pause under persistStep
+// unless there is one group.
+func TestPersistSteps(t *testing.T) {
+	cases := []struct {
+		n         int
+		spread    time.Duration
+		per       int
+		pause     time.Duration
+		wantSteps int
+	}{
+		{0, 4 * time.Second, 0, 4 * time.Second, 0},
+		{1, 4 * time.Second, 1, 4 * time.Second, 1},
+		{3, 4 * time.Second, 1, 4 * time.Second / 3, 3},
+		{500, 4 * time.Second, 2, 10 * time.Millisecond, 250},
+		{401, 4 * time.Second, 2, 10 * time.Millisecond, 201},
+		{100_000, 4 * time.Second, 250, 10 * time.Millisecond, 400},
+		{5, time.Millisecond, 5, time.Millisecond, 1},
+	}
+	for _, c := range cases {
+		per, pause := persistSteps(c.n, c.spread)
+		if per != c.per || pause != c.pause {
+			t.Errorf("persistSteps(%d, %v) = %d, %v; want %d, %v", c.n, c.spread, per, pause, c.per, c.pause)
+			continue
+		}
+		steps := 0
+		if per > 0 {
+			steps = (c.n + per - 1) / per
+		}
+		if steps != c.wantSteps || time.Duration(max(steps-1, 0))*pause >= max(c.spread, pause) {
+			t.Errorf("n=%d: %d groups, the last after %v; want %d groups within %v", c.n, steps, time.Duration(max(steps-1, 0))*pause, c.wantSteps, c.spread)
+		}
+	}
+}
+
+// TestPersistAll: every live key saves its windows; a closed stop ends
+// the round after its first group.
+func TestPersistAll(t *testing.T) {
+	r := newRig(t, time.Minute)
+	var cfgs []*KeyConfig
+	for i := range 5 {
+		cfg := keyConfig(fmt.Sprintf("key_%d", i), ratelimit.Limits{Minute: 100, Hour: 1000, Day: 10000})
+		r.submit(t, cfg, ratelimit.Standard, nil)
+		cfgs = append(cfgs, cfg)
+	}
+	saved := func() int {
+		n := 0
+		for _, cfg := range cfgs {
+			if _, err := r.db.GetWindows(cfg.ID); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+	stop := make(chan struct{})
+	close(stop)
+	// Groups 12 minutes apart: returns at once only if it heeds stop.
+	r.keys.PersistAll(time.Hour, stop)
+	r.keys.PersistAll(50*time.Millisecond, make(chan struct{}))
+	deadline := time.Now().Add(10 * time.Second)
+	for saved() < len(cfgs) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := saved(); n != len(cfgs) {
+		t.Fatalf("%d of %d keys saved their windows", n, len(cfgs))
 	}
 }

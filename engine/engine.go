@@ -244,11 +244,12 @@ func (e *Engine) background() {
 			}
 			// Windows are written without fsync; syncing the WAL here makes
 			// the previous tick's writes durable, so counts survive a crash
-			// within 10 s, as the contract asks, at one fsync per 5 s.
+			// within 10 s, as the contract asks, at one fsync per 5 s. The
+			// keys save theirs over the next 4 s, before the next tick.
 			if err := e.db.Flush(); err != nil {
 				e.log.Error("sync rate-limit windows", "err", err)
 			}
-			e.keys.PersistAll()
+			e.keys.PersistAll(4*time.Second, e.stop)
 		case <-sweep.C:
 			e.sweep(time.Now())
 		}
