@@ -69,6 +69,11 @@ func (c *waitClock) wait(ch <-chan *actors.Reply) (*actors.Reply, bool) {
 		case rep := <-ch:
 			return rep, true
 		case <-tick:
+			select { // a reply that came with the tick wins
+			case rep := <-ch:
+				return rep, true
+			default:
+			}
 			if n++; n >= waitTicks {
 				return nil, false
 			}
