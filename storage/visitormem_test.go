@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -731,4 +732,15 @@ func dumpVisitorMem(db *DB) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestHashVisitor: the rebuild's hash of a visitor's bytes is the hash
+// look-ups take of its string, or rebuilt entries could not be found.
+func TestHashVisitor(t *testing.T) {
+	m := newVisitorMem(0, &inflight{})
+	for _, v := range []memVisitor{{1, "v_1"}, {2, "v_1"}, {7, ""}, {1, strings.Repeat("x", 300)}} {
+		if got, want := hashVisitor(m.seed, v.ds, []byte(v.visitor)), m.hash(v); got != want {
+			t.Errorf("hashVisitor(%d, %q) = %x, hash = %x", v.ds, v.visitor, got, want)
+		}
+	}
 }
