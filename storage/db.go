@@ -250,8 +250,39 @@ func Open(dir string, o Options) (*DB, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("move the visitor index of %s to day partitions: %w", dir, err)
 	}
-	// The idempotency filter is rebuilt while the store opens and serves:
-	// look-ups of idempotency keys wait for it (idemslots.go).
+	start := time.Now()
+	n, err := d.loadLateMem()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("rebuild the recent displaced events' time index of %s: %w", dir, err)
+	}
+	if n > 0 && o.Logger != nil {
+		o.Logger.Info("recent displaced events' time index rebuilt in memory", "entries", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+	start = time.Now()
+	n, err = d.loadVisitorMem(start)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("rebuild the visitor index of recent days of %s: %w", dir, err)
+	}
+	d.lateVisitors() // their J keys are not in Pebble yet
+	if n > 0 && o.Logger != nil {
+		o.Logger.Info("visitor index of recent days rebuilt in memory", "entries", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+	d.derived = newDerived(d, o.Logger, o.DerivedInterval)
+	n, err = d.derived.replayLog()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("replay the derived log of %s: %w", dir, err)
+	}
+	if n > 0 && o.Logger != nil {
+		o.Logger.Info("derived log replayed", "commits", n)
+	}
+	// The idempotency filter is rebuilt while the store serves: look-ups
+	// of idempotency keys wait for it (idemslots.go). It starts only now,
+	// so that the visitor memory's rebuild, which the store waits for, has
+	// both cores: beside it, a start after kill -9 took up to twice as
+	// long (docs/benchmarks.md, session 29).
 	go d.rebuildIdemSlots()
 	every := o.IdempotencyFilterSave
 	if every == 0 {
@@ -264,44 +295,13 @@ func Open(dir string, o Options) (*DB, error) {
 			d.saveIdemSlotsEvery(every, d.idemSaveStop)
 		}()
 	}
-	closeDB := func() {
-		<-d.idemSlots.ready
-		d.stopSavingIdemSlots()
-		_ = db.Close()
-	}
-	start := time.Now()
-	n, err := d.loadLateMem()
-	if err != nil {
-		closeDB()
-		return nil, fmt.Errorf("rebuild the recent displaced events' time index of %s: %w", dir, err)
-	}
-	if n > 0 && o.Logger != nil {
-		o.Logger.Info("recent displaced events' time index rebuilt in memory", "entries", n, "took", time.Since(start).Round(time.Millisecond))
-	}
-	start = time.Now()
-	n, err = d.loadVisitorMem(start)
-	if err != nil {
-		closeDB()
-		return nil, fmt.Errorf("rebuild the visitor index of recent days of %s: %w", dir, err)
-	}
-	d.lateVisitors() // their J keys are not in Pebble yet
-	if n > 0 && o.Logger != nil {
-		o.Logger.Info("visitor index of recent days rebuilt in memory", "entries", n, "took", time.Since(start).Round(time.Millisecond))
-	}
-	d.derived = newDerived(d, o.Logger, o.DerivedInterval)
-	n, err = d.derived.replayLog()
-	if err != nil {
-		closeDB()
-		return nil, fmt.Errorf("replay the derived log of %s: %w", dir, err)
-	}
-	if n > 0 && o.Logger != nil {
-		o.Logger.Info("derived log replayed", "commits", n)
-	}
 	if !o.ReadOnly {
 		d.derived.checkpoint()
 		go d.derived.run()
 		if err := d.removeVisitorTables(); err != nil {
 			d.derived.close()
+			<-d.idemSlots.ready // its rebuild reads Pebble
+			d.stopSavingIdemSlots()
 			_ = db.Close()
 			return nil, fmt.Errorf("remove unfinished visitor index tables of %s: %w", dir, err)
 		}
