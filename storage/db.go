@@ -109,6 +109,9 @@ type DB struct {
 	idemDays      idemDayRange
 	idemDayLegacy atomic.Bool
 	idemLegacy    atomic.Bool
+	// idemSlotLegacy says records by second kept one by one, before the
+	// groups (idemgroups.go), may be left.
+	idemSlotLegacy atomic.Bool
 	// legacyVisitors: opened read-only before the visitor index moved to
 	// day partitions, so readers use the old layout (visitors.go).
 	legacyVisitors bool

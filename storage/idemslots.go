@@ -99,6 +99,13 @@ func (s *idemSlots) hashKey(k []byte) uint64 {
 	return h.Sum64()
 }
 
+// idemFilterSpan is how old a record a start still puts in the filter, in
+// seconds. The filter reads a slot back within 36 hours of the latest
+// (slotfilter's slotBits); the engine keeps a key 24 hours and sweeps
+// hourly, so older records are dead and about to go, and put in the
+// filter they would read back as recent.
+const idemFilterSpan = 30 * 3600
+
 // idemSecond is the slot of a record created at ms.
 func idemSecond(ms int64) uint32 {
 	if ms < 0 {
@@ -213,30 +220,45 @@ func (d *DB) idemReady() error {
 // save's floor on, those the save may not hold. It returns the records it
 // read into the filter and whether it started from a save.
 func (d *DB) loadIdemSlots() (n int, saved bool, err error) {
-	lower := []byte{prefixIdemSlot}
+	lower, lowerGroups := []byte{prefixIdemSlot}, []byte{prefixIdemGroup}
 	floor, saved, serr := d.loadSavedIdemSlots()
 	switch {
 	case serr != nil && d.log != nil:
 		d.log.Warn("saved idempotency filter not used: rebuilt from the records", "err", serr)
 	case saved:
 		lower = binary.BigEndian.AppendUint32(lower, floor)
-	}
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixIdemSlot + 1}})
-	if err != nil {
-		return 0, saved, err
+		lowerGroups = binary.BigEndian.AppendUint32(lowerGroups, floor)
 	}
 	if f := d.idemSlots.filter; f != nil && !saved {
-		if size, err := d.db.EstimateDiskUsage([]byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}); err == nil {
-			f.Reserve(int(min(size/idemBytesPerRecord, 1<<40)))
+		var size uint64
+		for _, p := range []byte{prefixIdemGroup, prefixIdemSlot} {
+			if s, err := d.db.EstimateDiskUsage([]byte{p}, []byte{p + 1}); err == nil {
+				size += s
+			}
 		}
+		f.Reserve(int(min(size/idemBytesPerRecord, 1<<40)))
+	}
+	var oldest uint32
+	if now := idemSecond(d.now().UnixMilli()); now > idemFilterSpan {
+		oldest = now - idemFilterSpan
 	}
 	b := d.db.NewBatch()
 	defer b.Close()
+	if n, err = d.loadIdemGroups(lowerGroups, oldest, saved, b); err != nil {
+		return n, saved, err
+	}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixIdemSlot + 1}})
+	if err != nil {
+		return n, saved, err
+	}
 	var secs []uint32
 	for valid := it.First(); valid; valid = it.Next() {
 		sec, keyID, key, ok := parseIdemSlotKey(it.Key())
 		if !ok {
 			return n, saved, errors.Join(errCorrupt, it.Close())
+		}
+		if sec < oldest {
+			continue
 		}
 		h := d.idemSlots.hashKey(it.Key())
 		if saved {
@@ -272,19 +294,23 @@ func (d *DB) loadIdemSlots() (n int, saved bool, err error) {
 }
 
 // sweepIdemSlots adds to b the deletion of the records of the seconds
-// before cut, one range deletion, if there are any. The caller forgets
-// them in the filter once b is committed (forgetIdemSlots).
+// before cut, one range deletion per layout (the groups, and the keys one
+// by one before them), if there are any. The caller forgets them in the
+// filter once b is committed (forgetIdemSlots).
 func (d *DB) sweepIdemSlots(b *pebble.Batch, cut uint32) error {
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemSlot}, UpperBound: []byte{prefixIdemSlot + 1}})
-	if err != nil {
-		return err
-	}
-	if it.First() {
-		if sec, _, _, ok := parseIdemSlotKey(it.Key()); ok && sec < cut {
-			_ = b.DeleteRange([]byte{prefixIdemSlot}, binary.BigEndian.AppendUint32([]byte{prefixIdemSlot}, cut), nil)
+	for _, p := range []byte{prefixIdemGroup, prefixIdemSlot} {
+		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}})
+		if err != nil {
+			return err
+		}
+		if it.First() && len(it.Key()) >= 5 && binary.BigEndian.Uint32(it.Key()[1:]) < cut {
+			_ = b.DeleteRange([]byte{p}, binary.BigEndian.AppendUint32([]byte{p}, cut), nil)
+		}
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return err
 		}
 	}
-	return errors.Join(it.Error(), it.Close())
+	return nil
 }
 
 // forgetIdemSlots removes the seconds before cut from the filter.

@@ -1,0 +1,259 @@
+package storage
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Idempotency records kept by second (idemslots.go) are written a group
+// to a key: one per commit, second and API key,
+// B second len keyID firstID -> entries, where firstID is the event id of
+// the group's first entry and an entry is uvarint len(key), key, then the
+// record (encodeIdemRecord's 40 bytes). A keyed batch of 100 events
+// writes one key instead of 100: each key costs a memtable insert,
+// its flushed table's block and bloom filter entries, and for random
+// messageIds (UUIDs) an insert far from the last, whatever its size
+// (eventd-keycost with look-ups: an analytics-node-keyed event 8.0 ->
+// 7.1-7.3 µs of storage CPU, a UUID-keyed one 9.3-10.3 -> 6.6-6.9;
+// docs/benchmarks.md, session 30).
+//
+// A look-up is given the seconds a key may be in by the filter, as
+// before, and reads that second's groups of its API key (a retry: usually
+// the one batch it came in); IdemLookup keeps what it read, so that a
+// retried batch reads them once. Before groups, each record had its own
+// key, F second len keyID key: those are still read, swept and erased
+// until none is left (idemSlotLegacy).
+
+// idemGroupPrefix is B second len keyID, the start of a group's key.
+func idemGroupPrefix(dst []byte, sec uint32, keyID []byte) []byte {
+	dst = append(dst, prefixIdemGroup)
+	dst = binary.BigEndian.AppendUint32(dst, sec)
+	dst = append(dst, byte(len(keyID)))
+	return append(dst, keyID...)
+}
+
+// parseIdemGroupKey splits a B key; keyID points into k.
+func parseIdemGroupKey(k []byte) (sec uint32, keyID []byte, ok bool) {
+	if len(k) < 6 || k[0] != prefixIdemGroup || len(k) != 6+int(k[5])+len(ID{}) {
+		return 0, nil, false
+	}
+	return binary.BigEndian.Uint32(k[1:]), k[6 : 6+int(k[5])], true
+}
+
+// appendEntryKey appends the start of a group's entry: the length of its
+// key, then the key; the encoded record follows.
+func appendEntryKey(dst, key []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	return append(dst, key...)
+}
+
+// encodeIdemRecord appends r as stored: hash, id, timestamp, created.
+func encodeIdemRecord(dst []byte, r IdemRecord) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, r.Hash)
+	dst = append(dst, r.ID[:]...)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Timestamp))
+	return binary.BigEndian.AppendUint64(dst, uint64(r.CreatedAt))
+}
+
+// eachIdemEntry calls fn with each entry of a group's value, in the order
+// written; key and rec point into v.
+func eachIdemEntry(v []byte, fn func(key, rec []byte)) error {
+	for len(v) > 0 {
+		n, w := binary.Uvarint(v)
+		if w <= 0 || uint64(len(v)-w) < n+idemRecordLen {
+			return errCorrupt
+		}
+		v = v[w:]
+		fn(v[:n], v[n:n+idemRecordLen])
+		v = v[n+idemRecordLen:]
+	}
+	return nil
+}
+
+// hashEntry is idemSlots.hash of keyID's key, from bytes.
+func (s *idemSlots) hashEntry(keyID, key []byte) uint64 {
+	var h xxhash.Digest
+	h.ResetWithSeed(s.seed.Load())
+	_, _ = h.Write([]byte{byte(len(keyID))})
+	_, _ = h.Write(keyID)
+	_, _ = h.Write(key)
+	return h.Sum64()
+}
+
+// groupRead is a second's groups of one API key that an IdemLookup read:
+// once for one key, then again into recs, each key's latest record, for
+// the next keys. A look-up of a new key reads them when its tag is one the
+// filter holds for another key (about one in 8 million at the filter's
+// bound), a retried batch for all its keys.
+type groupRead struct {
+	sec   uint32
+	keyID string
+	recs  map[string]IdemRecord
+}
+
+// getGrouped reads key's record in second sec's groups of keyID.
+func (l *IdemLookup) getGrouped(sec uint32, keyID, key string) (IdemRecord, error) {
+	i := slices.IndexFunc(l.groups, func(g groupRead) bool { return g.sec == sec && g.keyID == keyID })
+	if i < 0 {
+		l.groups = append(l.groups, groupRead{sec: sec, keyID: keyID})
+		var r IdemRecord
+		err := ErrNotFound
+		serr := l.scanGroups(sec, keyID, func(k, rec []byte) {
+			if string(k) == key {
+				r, err = decodeIdemRecord(rec)
+			}
+		})
+		return r, cmp.Or(serr, err)
+	}
+	g := &l.groups[i]
+	if g.recs == nil {
+		g.recs = make(map[string]IdemRecord)
+		var bad error
+		if err := l.scanGroups(sec, keyID, func(k, rec []byte) {
+			r, err := decodeIdemRecord(rec)
+			bad = cmp.Or(bad, err)
+			g.recs[string(k)] = r
+		}); err != nil || bad != nil {
+			g.recs = nil
+			return IdemRecord{}, cmp.Or(err, bad)
+		}
+	}
+	if r, ok := g.recs[key]; ok {
+		return r, nil
+	}
+	return IdemRecord{}, ErrNotFound
+}
+
+// scanGroups calls fn with every entry of second sec's groups of keyID.
+// Groups are in the order of their first ids, entries in the order
+// written: of a key's entries, the last is its latest record.
+func (l *IdemLookup) scanGroups(sec uint32, keyID string, fn func(key, rec []byte)) error {
+	if l.grouped == nil {
+		var err error
+		if l.grouped, err = l.db.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemGroup}, UpperBound: []byte{prefixIdemGroup + 1}}); err != nil {
+			return err
+		}
+	}
+	l.key = idemGroupPrefix(l.key[:0], sec, []byte(keyID))
+	it := l.grouped
+	for valid := it.SeekGE(l.key); valid && bytes.HasPrefix(it.Key(), l.key); valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if err := eachIdemEntry(v, fn); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// loadIdemGroups fills the filter at Open from the groups from lower on
+// (a B key), leaving out those of seconds before oldest and the keys a
+// saved filter holds already (saved); a key the filter refuses is written
+// to the day layout too, in b, so that look-ups find it there. It returns
+// the keys it read into the filter.
+func (d *DB) loadIdemGroups(lower []byte, oldest uint32, saved bool, b *pebble.Batch) (int, error) {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixIdemGroup + 1}})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var secs []uint32
+	var bad error
+	for valid := it.First(); valid; valid = it.Next() {
+		sec, keyID, ok := parseIdemGroupKey(it.Key())
+		if !ok {
+			return n, errors.Join(errCorrupt, it.Close())
+		}
+		if sec < oldest {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return n, errors.Join(err, it.Close())
+		}
+		err = eachIdemEntry(v, func(key, rec []byte) {
+			h := d.idemSlots.hashEntry(keyID, key)
+			if saved {
+				if secs = d.idemSlots.filter.Find(h, sec, secs[:0]); slices.Contains(secs, sec) {
+					return // in the save already
+				}
+			}
+			if d.idemSlots.addHash(h, sec) {
+				n++
+				return
+			}
+			r, err := decodeIdemRecord(rec)
+			if err != nil {
+				bad = err
+				return
+			}
+			day := idemDay(r.CreatedAt)
+			d.idemDays.raise(day)
+			_ = b.Set(idemDayKey(nil, string(keyID), day, string(key)), rec, nil)
+		})
+		if err = errors.Join(err, bad); err != nil {
+			return n, errors.Join(err, it.Close())
+		}
+	}
+	return n, errors.Join(it.Error(), it.Close())
+}
+
+// eraseIdemGroups removes from the groups the entries of erased events,
+// rewriting each group that held one (or deleting it, if nothing is
+// left), deleteChunk groups to a synced commit. Nothing else rewrites a
+// group: a commit writes new ones.
+func (d *DB) eraseIdemGroups(erased map[ID]bool) error {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemGroup}, UpperBound: []byte{prefixIdemGroup + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	b := d.db.NewBatch()
+	defer b.Close()
+	var kept []byte
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		kept = kept[:0]
+		hit := false
+		err = eachIdemEntry(v, func(key, rec []byte) {
+			if erased[ID(rec[8:24])] {
+				hit = true
+				return
+			}
+			kept = append(appendEntryKey(kept, key), rec...)
+		})
+		if err != nil {
+			return err
+		}
+		switch {
+		case !hit:
+			continue
+		case len(kept) == 0:
+			_ = b.Delete(it.Key(), nil)
+		default:
+			_ = b.Set(it.Key(), kept, nil)
+		}
+		if b.Count() >= deleteChunk {
+			if err := d.commit(b, pebble.Sync); err != nil {
+				return err
+			}
+			b.Reset()
+		}
+	}
+	if err := it.Error(); err != nil || b.Empty() {
+		return err
+	}
+	return d.commit(b, pebble.Sync)
+}
