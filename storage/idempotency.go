@@ -135,9 +135,9 @@ func (d *DB) eachIdemScope(fn func(it *pebble.Iterator, scope []byte) error) err
 // its first seek), so a caller creates one per request, after the keys
 // still being committed were set aside.
 type IdemLookup struct {
-	db     *DB
-	nowMs  int64
-	secs   []uint32         // the seconds the filter gives a key
+	db    *DB
+	nowMs int64
+	secs  []uint32 // the seconds the filter gives a key
 	// grouped reads the groups of records by second, opened on first use;
 	// groups is what it read (idemgroups.go).
 	grouped *pebble.Iterator
@@ -146,12 +146,12 @@ type IdemLookup struct {
 	// groups, while any may be left (slotLegacy).
 	slots      *pebble.Iterator
 	slotLegacy bool
-	dayed  bool             // the day layout is read too (idemDayInUse)
-	hi, lo uint32           // the day partitions read (idemDayRange.span)
-	days   []*pebble.Iterator
-	old    *pebble.Iterator // the layout before the days, when records of it may be left
-	legacy bool
-	key    []byte
+	dayed      bool   // the day layout is read too (idemDayInUse)
+	hi, lo     uint32 // the day partitions read (idemDayRange.span)
+	days       []*pebble.Iterator
+	old        *pebble.Iterator // the layout before the days, when records of it may be left
+	legacy     bool
+	key        []byte
 }
 
 // NewIdemLookup opens a lookup, once the filter is rebuilt after Open;
