@@ -242,8 +242,8 @@ func (b *Batch) AddIdempotencyHashed(keyID, key string, h uint64, r IdemRecord) 
 	var k, buf []byte
 	if sec := idemSecond(r.CreatedAt); b.db.idemSlots.addHash(h, sec) {
 		// The group's prefix, then the entry (idemgroups.go).
-		k = idemGroupPrefix(ir.buf, sec, []byte(keyID))
-		buf = encodeIdemRecord(appendEntryKey(k, []byte(key)), r)
+		k = idemGroupPrefix(ir.buf, sec, keyID)
+		buf = encodeIdemRecord(appendEntryKey(k, key), r)
 	} else {
 		day := idemDay(r.CreatedAt)
 		b.db.idemDays.raise(day)

@@ -32,7 +32,7 @@ import (
 // until none is left (idemSlotLegacy).
 
 // idemGroupPrefix is B second len keyID, the start of a group's key.
-func idemGroupPrefix(dst []byte, sec uint32, keyID []byte) []byte {
+func idemGroupPrefix[T string | []byte](dst []byte, sec uint32, keyID T) []byte {
 	dst = append(dst, prefixIdemGroup)
 	dst = binary.BigEndian.AppendUint32(dst, sec)
 	dst = append(dst, byte(len(keyID)))
@@ -49,7 +49,7 @@ func parseIdemGroupKey(k []byte) (sec uint32, keyID []byte, ok bool) {
 
 // appendEntryKey appends the start of a group's entry: the length of its
 // key, then the key; the encoded record follows.
-func appendEntryKey(dst, key []byte) []byte {
+func appendEntryKey[T string | []byte](dst []byte, key T) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(key)))
 	return append(dst, key...)
 }
@@ -141,7 +141,7 @@ func (l *IdemLookup) scanGroups(sec uint32, keyID string, fn func(key, rec []byt
 			return err
 		}
 	}
-	l.key = idemGroupPrefix(l.key[:0], sec, []byte(keyID))
+	l.key = idemGroupPrefix(l.key[:0], sec, keyID)
 	it := l.grouped
 	for valid := it.SeekGE(l.key); valid && bytes.HasPrefix(it.Key(), l.key); valid = it.Next() {
 		v, err := it.ValueAndErr()
