@@ -286,7 +286,7 @@ func Open(dir string, o Options) (*DB, error) {
 	// so that the visitor memory's rebuild, which the store waits for, has
 	// both cores: beside it, a start after kill -9 took up to twice as
 	// long (docs/benchmarks.md, session 29).
-	go d.rebuildIdemSlots()
+	go d.rebuildIdemSlots(d.now())
 	every := o.IdempotencyFilterSave
 	if every == 0 {
 		every = DefaultIdempotencyFilterSave

@@ -184,12 +184,12 @@ func (d *DB) idemDayInUse() bool {
 	return d.idemDayLegacy.Load() || d.idemSlots.overflow.Load()
 }
 
-// rebuildIdemSlots is Open's rebuild of the filter (loadIdemSlots); it
-// closes ready when done.
-func (d *DB) rebuildIdemSlots() {
+// rebuildIdemSlots is Open's rebuild of the filter (loadIdemSlots) at
+// now, Open's time; it closes ready when done.
+func (d *DB) rebuildIdemSlots(now time.Time) {
 	defer close(d.idemSlots.ready)
 	start := time.Now()
-	n, saved, err := d.loadIdemSlots()
+	n, saved, err := d.loadIdemSlots(now)
 	d.idemSlots.loadErr, d.idemSlots.fromSave, d.idemSlots.read = err, saved, n
 	switch {
 	case err != nil && d.log != nil:
@@ -219,7 +219,7 @@ func (d *DB) idemReady() error {
 // With a saved filter (idemsave.go) it reads only the records from the
 // save's floor on, those the save may not hold. It returns the records it
 // read into the filter and whether it started from a save.
-func (d *DB) loadIdemSlots() (n int, saved bool, err error) {
+func (d *DB) loadIdemSlots(now time.Time) (n int, saved bool, err error) {
 	lower, lowerGroups := []byte{prefixIdemSlot}, []byte{prefixIdemGroup}
 	floor, saved, serr := d.loadSavedIdemSlots()
 	switch {
@@ -239,8 +239,8 @@ func (d *DB) loadIdemSlots() (n int, saved bool, err error) {
 		f.Reserve(int(min(size/idemBytesPerRecord, 1<<40)))
 	}
 	var oldest uint32
-	if now := idemSecond(d.now().UnixMilli()); now > idemFilterSpan {
-		oldest = now - idemFilterSpan
+	if sec := idemSecond(now.UnixMilli()); sec > idemFilterSpan {
+		oldest = sec - idemFilterSpan
 	}
 	b := d.db.NewBatch()
 	defer b.Close()
