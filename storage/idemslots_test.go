@@ -1,8 +1,10 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -220,7 +222,8 @@ func TestIdemSlotsRebuildRefused(t *testing.T) {
 // next start reads the save instead of every record. A start after a
 // crash reads the last save and the records from its floor on; a record
 // older than the floor written after the save went to the day layout.
-// A save that does not check out is ignored.
+// A save that does not check out is ignored, as is one of version 1
+// (24-bit seconds).
 func TestIdemSlotsSaved(t *testing.T) {
 	db := openTestDB(t, "")
 	now := time.Now().UnixMilli()
@@ -260,16 +263,27 @@ func TestIdemSlotsSaved(t *testing.T) {
 	}
 	checkIdem(t, db.DB, "after a crash", "key", want)
 
-	// A damaged save: every record is read again.
+	// A save of version 1, whose entries hold 24 bits of their second,
+	// checksum and all: every record is read again.
+	v1 := append([]byte(nil), saved...)
+	v1[7] = 1
+	body := v1[:len(v1)-4]
+	binary.LittleEndian.PutUint32(v1[len(body):], crc32.Checksum(body, crcTable))
+	// A damaged save: the same.
 	saved[len(saved)/2] ^= 1
-	db.close(t)
-	if err := os.WriteFile(path, saved, 0o644); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name string
+		file []byte
+	}{{"a save of version 1", v1}, {"a damaged save", saved}} {
+		db.close(t)
+		if err := os.WriteFile(path, c.file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		db = db.reopen(t)
+		waitIdem(t, db.DB)
+		if db.idemSlots.fromSave || db.idemSlots.read != 3001 {
+			t.Errorf("with %s: from a save %v, %d records read; want all 3,001 kept by second", c.name, db.idemSlots.fromSave, db.idemSlots.read)
+		}
+		checkIdem(t, db.DB, "with "+c.name, "key", want)
 	}
-	db = db.reopen(t)
-	waitIdem(t, db.DB)
-	if db.idemSlots.fromSave || db.idemSlots.read != 3001 {
-		t.Errorf("with a damaged save: from a save %v, %d records read; want all 3,001 kept by second", db.idemSlots.fromSave, db.idemSlots.read)
-	}
-	checkIdem(t, db.DB, "with a damaged save", "key", want)
 }
