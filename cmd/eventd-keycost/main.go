@@ -151,7 +151,7 @@ var variants = map[string]variant{
 	"jitter100ms": {about: "as jitter, timestamps 0-100 ms before their ids'", jitter: 100},
 	"jitter1s":    {about: "as jitter, timestamps 0-1 s before their ids'", jitter: 1000},
 	"segJitter":   {about: "as segment, with the client timestamps of jitter", segment: true, jitter: 10_000, idem: segmentMessageID},
-	"segment":     {about: "as a Segment track message is stored: its properties, a client timestamp (as displaced) and its messageId (I key)", segment: true, displace: 1500, idem: segmentMessageID},
+	"segment":     {about: "as a Segment track message is stored: its properties, a client timestamp (as displaced) and its messageId (an idempotency record)", segment: true, displace: 1500, idem: segmentMessageID},
 	"noV":         {about: "without the visitor index (V)", exp: storage.Experiment{SkipVisitor: true}},
 	"noN":         {about: "without the name index (N)", exp: storage.Experiment{SkipName: true}},
 	"recordOnly":  {about: "S records and L entries only", exp: storage.Experiment{SkipName: true, SkipVisitor: true}},
