@@ -181,24 +181,13 @@ func (d *DB) loadIdemGroups(lower []byte, oldest uint32, saved bool, b *pebble.B
 			return n, errors.Join(err, it.Close())
 		}
 		err = eachIdemEntry(v, func(key, rec []byte) {
-			h := d.idemSlots.hashEntry(keyID, key)
-			if saved {
-				if secs = d.idemSlots.filter.Find(h, sec, secs[:0]); slices.Contains(secs, sec) {
-					return // in the save already
-				}
-			}
-			if d.idemSlots.addHash(h, sec) {
+			kept, added := d.filterKey(d.idemSlots.hashEntry(keyID, key), sec, saved, &secs)
+			if added {
 				n++
-				return
 			}
-			r, err := decodeIdemRecord(rec)
-			if err != nil {
-				bad = err
-				return
+			if !kept {
+				bad = cmp.Or(bad, d.keepByDay(b, keyID, key, rec))
 			}
-			day := idemDay(r.CreatedAt)
-			d.idemDays.raise(day)
-			_ = b.Set(idemDayKey(nil, string(keyID), day, string(key)), rec, nil)
 		})
 		if err = errors.Join(err, bad); err != nil {
 			return n, errors.Join(err, it.Close())

@@ -31,6 +31,20 @@ func idemGroups(t testing.TB, db *DB) map[string][]string {
 	return out
 }
 
+// reopenUnsaved closes the store, deletes its saved filter, as a kill -9
+// before the first save leaves it, and opens it again with the filter
+// rebuilt from the records.
+func reopenUnsaved(t testing.TB, db testDB) testDB {
+	t.Helper()
+	db.close(t)
+	if err := os.Remove(filepath.Join(db.dir, idemFilterFile)); err != nil {
+		t.Fatal(err)
+	}
+	db = db.reopen(t)
+	waitIdem(t, db.DB)
+	return db
+}
+
 // TestIdemGroups: a batch writes one group per second and API key, keyed
 // by its first entry's event id; a key twice in a batch is found with its
 // later record, also among several groups of a second; a look-up keeps a
@@ -106,12 +120,7 @@ func TestIdemGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db.close(t)
-	if err := os.Remove(filepath.Join(db.dir, idemFilterFile)); err != nil {
-		t.Fatal(err)
-	}
-	db = db.reopen(t)
-	waitIdem(t, db.DB)
+	db = reopenUnsaved(t, db)
 	if n := db.idemSlots.filter.Len(); n != 6 {
 		t.Errorf("rebuilt from the groups, the filter holds %d keys, want 6", n)
 	}
@@ -132,12 +141,7 @@ func TestIdemGroupsLegacySlots(t *testing.T) {
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	db.close(t)
-	if err := os.Remove(filepath.Join(db.dir, idemFilterFile)); err != nil {
-		t.Fatal(err)
-	}
-	db = db.reopen(t)
-	waitIdem(t, db.DB)
+	db = reopenUnsaved(t, db)
 	putIdem(t, db.DB, "key", now-1000, "new")
 	if !db.idemSlotLegacy.Load() {
 		t.Fatal("a store holding F keys does not read them")

@@ -260,27 +260,20 @@ func (d *DB) loadIdemSlots(now time.Time) (n int, saved bool, err error) {
 		if sec < oldest {
 			continue
 		}
-		h := d.idemSlots.hashKey(it.Key())
-		if saved {
-			if secs = d.idemSlots.filter.Find(h, sec, secs[:0]); slices.Contains(secs, sec) {
-				continue // in the save already
-			}
-		}
-		if d.idemSlots.addHash(h, sec) {
+		kept, added := d.filterKey(d.idemSlots.hashKey(it.Key()), sec, saved, &secs)
+		if added {
 			n++
+		}
+		if kept {
 			continue
 		}
 		v, err := it.ValueAndErr()
+		if err == nil {
+			err = d.keepByDay(b, keyID, key, v)
+		}
 		if err != nil {
 			return n, saved, errors.Join(err, it.Close())
 		}
-		r, err := decodeIdemRecord(v)
-		if err != nil {
-			return n, saved, errors.Join(err, it.Close())
-		}
-		day := idemDay(r.CreatedAt)
-		d.idemDays.raise(day)
-		_ = b.Set(idemDayKey(nil, string(keyID), day, string(key)), v, nil)
 		_ = b.Delete(it.Key(), nil)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
@@ -291,6 +284,32 @@ func (d *DB) loadIdemSlots(now time.Time) (n int, saved bool, err error) {
 		return n, saved, nil
 	}
 	return n, saved, d.commit(b, pebble.Sync)
+}
+
+// filterKey puts the key hashed to h, of second sec, in the filter at
+// Open, unless the saved filter holds it already (saved; secs is scratch).
+// kept says whether the filter has it; added whether it was put in now.
+// A key the filter refuses goes to the day layout (keepByDay).
+func (d *DB) filterKey(h uint64, sec uint32, saved bool, secs *[]uint32) (kept, added bool) {
+	if saved {
+		if *secs = d.idemSlots.filter.Find(h, sec, (*secs)[:0]); slices.Contains(*secs, sec) {
+			return true, false
+		}
+	}
+	added = d.idemSlots.addHash(h, sec)
+	return added, added
+}
+
+// keepByDay adds to b keyID's key with its record rec in the day layout,
+// where look-ups find it once the filter has refused a key.
+func (d *DB) keepByDay(b *pebble.Batch, keyID, key, rec []byte) error {
+	r, err := decodeIdemRecord(rec)
+	if err != nil {
+		return err
+	}
+	day := idemDay(r.CreatedAt)
+	d.idemDays.raise(day)
+	return b.Set(idemDayKey(nil, string(keyID), day, string(key)), rec, nil)
 }
 
 // sweepIdemSlots adds to b the deletion of the records of the seconds
