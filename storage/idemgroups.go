@@ -20,9 +20,9 @@ import (
 // writes one key instead of 100: each key costs a memtable insert,
 // its flushed table's block and bloom filter entries, and for random
 // messageIds (UUIDs) an insert far from the last, whatever its size
-// (eventd-keycost with look-ups: an analytics-node-keyed event 8.0 ->
-// 7.1-7.3 µs of storage CPU, a UUID-keyed one 9.3-10.3 -> 6.6-6.9;
-// docs/benchmarks.md, session 30).
+// (eventd-keycost with look-ups: a UUID-keyed event 9.3-9.7 -> 6.4-6.8 µs
+// of storage CPU, what an analytics-node-keyed one costs; a Segment
+// message 13% less of eventd's CPU; docs/benchmarks.md, session 30).
 //
 // A look-up is given the seconds a key may be in by the filter, as
 // before, and reads that second's groups of its API key (a retry: usually
@@ -67,7 +67,7 @@ func encodeIdemRecord(dst []byte, r IdemRecord) []byte {
 func eachIdemEntry(v []byte, fn func(key, rec []byte)) error {
 	for len(v) > 0 {
 		n, w := binary.Uvarint(v)
-		if w <= 0 || uint64(len(v)-w) < n+idemRecordLen {
+		if w <= 0 || n > uint64(len(v)-w) || uint64(len(v)-w)-n < idemRecordLen {
 			return errCorrupt
 		}
 		v = v[w:]

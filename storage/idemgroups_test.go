@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -207,6 +208,7 @@ func TestEachIdemEntry(t *testing.T) {
 		{"short record", whole[:len(whole)-1], 0, errCorrupt},
 		{"short key", appendEntryKey(nil, []byte("key"))[:2], 0, errCorrupt},
 		{"bad length", []byte{0xff}, 0, errCorrupt},
+		{"huge length", append(binary.AppendUvarint(nil, 1<<64-20), rec...), 0, errCorrupt},
 		{"whole then short", append(append([]byte(nil), whole...), 5), 1, errCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
