@@ -205,11 +205,7 @@ func (d *DB) eraseIdempotency(erased map[ID]bool) error {
 	if len(erased) == 0 {
 		return nil
 	}
-	if err := d.eraseIdemGroups(erased); err != nil {
-		return err
-	}
-	// Every layout of a record to a key (F, then H and I): their values
-	// are alike.
+	// Every layout (F, then H and I): their values are alike.
 	points := func(_, v []byte) bool {
 		var id ID
 		if len(v) == idemRecordLen {

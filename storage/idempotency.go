@@ -74,11 +74,6 @@ func (d *DB) openIdempotency() error {
 		return err
 	}
 	d.idemLegacy.Store(legacy)
-	slots, err := d.hasKeys(prefixIdemSlot)
-	if err != nil {
-		return err
-	}
-	d.idemSlotLegacy.Store(slots)
 	days, err := d.hasKeys(prefixIdemDay)
 	if err != nil {
 		return err
@@ -135,23 +130,16 @@ func (d *DB) eachIdemScope(fn func(it *pebble.Iterator, scope []byte) error) err
 // its first seek), so a caller creates one per request, after the keys
 // still being committed were set aside.
 type IdemLookup struct {
-	db    *DB
-	nowMs int64
-	secs  []uint32 // the seconds the filter gives a key
-	// grouped reads the groups of records by second, opened on first use;
-	// groups is what it read (idemgroups.go).
-	grouped *pebble.Iterator
-	groups  []groupRead
-	// slots reads the records by second kept one by one, before the
-	// groups, while any may be left (slotLegacy).
-	slots      *pebble.Iterator
-	slotLegacy bool
-	dayed      bool   // the day layout is read too (idemDayInUse)
-	hi, lo     uint32 // the day partitions read (idemDayRange.span)
-	days       []*pebble.Iterator
-	old        *pebble.Iterator // the layout before the days, when records of it may be left
-	legacy     bool
-	key        []byte
+	db     *DB
+	nowMs  int64
+	secs   []uint32         // the seconds the filter gives a key
+	slots  *pebble.Iterator // the records by second, opened on first use
+	dayed  bool             // the day layout is read too (idemDayInUse)
+	hi, lo uint32           // the day partitions read (idemDayRange.span)
+	days   []*pebble.Iterator
+	old    *pebble.Iterator // the layout before the days, when records of it may be left
+	legacy bool
+	key    []byte
 }
 
 // NewIdemLookup opens a lookup, once the filter is rebuilt after Open;
@@ -162,7 +150,7 @@ func (d *DB) NewIdemLookup() (*IdemLookup, error) {
 	}
 	now := d.now().UnixMilli()
 	legacy := d.idemLegacy.Load()
-	l := &IdemLookup{db: d, nowMs: now, dayed: legacy || d.idemDayInUse(), legacy: legacy, slotLegacy: d.idemSlotLegacy.Load()}
+	l := &IdemLookup{db: d, nowMs: now, dayed: legacy || d.idemDayInUse(), legacy: legacy}
 	if l.dayed {
 		l.hi, l.lo = d.idemDays.span(now)
 		l.days = make([]*pebble.Iterator, l.hi-l.lo+1)
@@ -184,7 +172,8 @@ func (l *IdemLookup) Get(keyID, key string) (IdemRecord, error) {
 func (l *IdemLookup) GetHashed(keyID, key string, h uint64) (IdemRecord, error) {
 	l.secs = l.db.idemSlots.find(h, l.nowMs, l.secs[:0])
 	for _, sec := range l.secs {
-		r, err := l.getSlot(sec, keyID, key)
+		l.key = idemSlotKey(l.key[:0], sec, keyID, key)
+		r, err := l.seek(&l.slots, prefixIdemSlot)
 		if err == ErrNotFound {
 			continue // two keys shared a tag, or the record was swept
 		}
@@ -202,17 +191,6 @@ func (l *IdemLookup) GetHashed(keyID, key string, h uint64) (IdemRecord, error) 
 		return IdemRecord{}, ErrNotFound
 	}
 	return l.getDayed(keyID, key)
-}
-
-// getSlot reads key's record of second sec: in the second's groups, then,
-// while records of the layout before the groups may be left, its own.
-func (l *IdemLookup) getSlot(sec uint32, keyID, key string) (IdemRecord, error) {
-	r, err := l.getGrouped(sec, keyID, key)
-	if err != ErrNotFound || !l.slotLegacy {
-		return r, err
-	}
-	l.key = idemSlotKey(l.key[:0], sec, keyID, key)
-	return l.seek(&l.slots, prefixIdemSlot)
 }
 
 // getDayed reads key in the day partitions, then in the layout before.
@@ -255,7 +233,7 @@ func (l *IdemLookup) seek(it **pebble.Iterator, prefix byte) (IdemRecord, error)
 // Close releases the iterators.
 func (l *IdemLookup) Close() error {
 	var errs []error
-	for _, it := range append(l.days, l.old, l.slots, l.grouped) {
+	for _, it := range append(l.days, l.old, l.slots) {
 		if it != nil {
 			errs = append(errs, it.Close())
 		}
@@ -324,14 +302,6 @@ func (d *DB) SweepIdempotency(cutoffMs int64) error {
 		}
 	}
 	d.forgetIdemSlots(sec)
-	if d.idemSlotLegacy.Load() {
-		// Nothing writes F keys any more: once none is left, none will be.
-		left, err := d.hasKeys(prefixIdemSlot)
-		if err != nil {
-			return err
-		}
-		d.idemSlotLegacy.Store(left)
-	}
 	if d.idemDayLegacy.Load() {
 		// Once none of the records written before Open is left, the flag
 		// clears: those the filter refused since are read through its own

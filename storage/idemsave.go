@@ -40,11 +40,8 @@ const idemSaveMargin = 60 // seconds
 // bound, holding keyed writes) and writes it.
 const DefaultIdempotencyFilterSave = 10 * time.Minute
 
-// idemFileMagic starts the file; the version is its last byte: 2 since
-// the filter's entries hold 17 bits of their second instead of 24, so
-// that a save of version 1 is not read (a start rebuilds from the
-// records, once).
-var idemFileMagic = [8]byte{'e', 'v', 'i', 'd', 'f', 'l', 't', 2}
+// idemFileMagic starts the file; the version is its last byte.
+var idemFileMagic = [8]byte{'e', 'v', 'i', 'd', 'f', 'l', 't', 1}
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 

@@ -99,13 +99,6 @@ func (s *idemSlots) hashKey(k []byte) uint64 {
 	return h.Sum64()
 }
 
-// idemFilterSpan is how old a record a start still puts in the filter, in
-// seconds. The filter reads a slot back within 36 hours of the latest
-// (slotfilter's slotBits); the engine keeps a key 24 hours and sweeps
-// hourly, so older records are dead and about to go, and put in the
-// filter they would read back as recent.
-const idemFilterSpan = 30 * 3600
-
 // idemSecond is the slot of a record created at ms.
 func idemSecond(ms int64) uint32 {
 	if ms < 0 {
@@ -184,12 +177,12 @@ func (d *DB) idemDayInUse() bool {
 	return d.idemDayLegacy.Load() || d.idemSlots.overflow.Load()
 }
 
-// rebuildIdemSlots is Open's rebuild of the filter (loadIdemSlots) at
-// now, Open's time; it closes ready when done.
-func (d *DB) rebuildIdemSlots(now time.Time) {
+// rebuildIdemSlots is Open's rebuild of the filter (loadIdemSlots); it
+// closes ready when done.
+func (d *DB) rebuildIdemSlots() {
 	defer close(d.idemSlots.ready)
 	start := time.Now()
-	n, saved, err := d.loadIdemSlots(now)
+	n, saved, err := d.loadIdemSlots()
 	d.idemSlots.loadErr, d.idemSlots.fromSave, d.idemSlots.read = err, saved, n
 	switch {
 	case err != nil && d.log != nil:
@@ -219,61 +212,53 @@ func (d *DB) idemReady() error {
 // With a saved filter (idemsave.go) it reads only the records from the
 // save's floor on, those the save may not hold. It returns the records it
 // read into the filter and whether it started from a save.
-func (d *DB) loadIdemSlots(now time.Time) (n int, saved bool, err error) {
-	lower, lowerGroups := []byte{prefixIdemSlot}, []byte{prefixIdemGroup}
+func (d *DB) loadIdemSlots() (n int, saved bool, err error) {
+	lower := []byte{prefixIdemSlot}
 	floor, saved, serr := d.loadSavedIdemSlots()
 	switch {
 	case serr != nil && d.log != nil:
 		d.log.Warn("saved idempotency filter not used: rebuilt from the records", "err", serr)
 	case saved:
 		lower = binary.BigEndian.AppendUint32(lower, floor)
-		lowerGroups = binary.BigEndian.AppendUint32(lowerGroups, floor)
-	}
-	if f := d.idemSlots.filter; f != nil && !saved {
-		var size uint64
-		for _, p := range []byte{prefixIdemGroup, prefixIdemSlot} {
-			if s, err := d.db.EstimateDiskUsage([]byte{p}, []byte{p + 1}); err == nil {
-				size += s
-			}
-		}
-		f.Reserve(int(min(size/idemBytesPerRecord, 1<<40)))
-	}
-	var oldest uint32
-	if sec := idemSecond(now.UnixMilli()); sec > idemFilterSpan {
-		oldest = sec - idemFilterSpan
-	}
-	b := d.db.NewBatch()
-	defer b.Close()
-	if n, err = d.loadIdemGroups(lowerGroups, oldest, saved, b); err != nil {
-		return n, saved, err
 	}
 	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixIdemSlot + 1}})
 	if err != nil {
-		return n, saved, err
+		return 0, saved, err
 	}
+	if f := d.idemSlots.filter; f != nil && !saved {
+		if size, err := d.db.EstimateDiskUsage([]byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}); err == nil {
+			f.Reserve(int(min(size/idemBytesPerRecord, 1<<40)))
+		}
+	}
+	b := d.db.NewBatch()
+	defer b.Close()
 	var secs []uint32
 	for valid := it.First(); valid; valid = it.Next() {
 		sec, keyID, key, ok := parseIdemSlotKey(it.Key())
 		if !ok {
 			return n, saved, errors.Join(errCorrupt, it.Close())
 		}
-		if sec < oldest {
-			continue
+		h := d.idemSlots.hashKey(it.Key())
+		if saved {
+			if secs = d.idemSlots.filter.Find(h, sec, secs[:0]); slices.Contains(secs, sec) {
+				continue // in the save already
+			}
 		}
-		kept, added := d.filterKey(d.idemSlots.hashKey(it.Key()), sec, saved, &secs)
-		if added {
+		if d.idemSlots.addHash(h, sec) {
 			n++
-		}
-		if kept {
 			continue
 		}
 		v, err := it.ValueAndErr()
-		if err == nil {
-			err = d.keepByDay(b, keyID, key, v)
-		}
 		if err != nil {
 			return n, saved, errors.Join(err, it.Close())
 		}
+		r, err := decodeIdemRecord(v)
+		if err != nil {
+			return n, saved, errors.Join(err, it.Close())
+		}
+		day := idemDay(r.CreatedAt)
+		d.idemDays.raise(day)
+		_ = b.Set(idemDayKey(nil, string(keyID), day, string(key)), v, nil)
 		_ = b.Delete(it.Key(), nil)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
@@ -286,50 +271,20 @@ func (d *DB) loadIdemSlots(now time.Time) (n int, saved bool, err error) {
 	return n, saved, d.commit(b, pebble.Sync)
 }
 
-// filterKey puts the key hashed to h, of second sec, in the filter at
-// Open, unless the saved filter holds it already (saved; secs is scratch).
-// kept says whether the filter has it; added whether it was put in now.
-// A key the filter refuses goes to the day layout (keepByDay).
-func (d *DB) filterKey(h uint64, sec uint32, saved bool, secs *[]uint32) (kept, added bool) {
-	if saved {
-		if *secs = d.idemSlots.filter.Find(h, sec, (*secs)[:0]); slices.Contains(*secs, sec) {
-			return true, false
-		}
-	}
-	added = d.idemSlots.addHash(h, sec)
-	return added, added
-}
-
-// keepByDay adds to b keyID's key with its record rec in the day layout,
-// where look-ups find it once the filter has refused a key.
-func (d *DB) keepByDay(b *pebble.Batch, keyID, key, rec []byte) error {
-	r, err := decodeIdemRecord(rec)
+// sweepIdemSlots adds to b the deletion of the records of the seconds
+// before cut, one range deletion, if there are any. The caller forgets
+// them in the filter once b is committed (forgetIdemSlots).
+func (d *DB) sweepIdemSlots(b *pebble.Batch, cut uint32) error {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemSlot}, UpperBound: []byte{prefixIdemSlot + 1}})
 	if err != nil {
 		return err
 	}
-	day := idemDay(r.CreatedAt)
-	d.idemDays.raise(day)
-	return b.Set(idemDayKey(nil, string(keyID), day, string(key)), rec, nil)
-}
-
-// sweepIdemSlots adds to b the deletion of the records of the seconds
-// before cut, one range deletion per layout (the groups, and the keys one
-// by one before them), if there are any. The caller forgets them in the
-// filter once b is committed (forgetIdemSlots).
-func (d *DB) sweepIdemSlots(b *pebble.Batch, cut uint32) error {
-	for _, p := range []byte{prefixIdemGroup, prefixIdemSlot} {
-		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}})
-		if err != nil {
-			return err
-		}
-		if it.First() && len(it.Key()) >= 5 && binary.BigEndian.Uint32(it.Key()[1:]) < cut {
-			_ = b.DeleteRange([]byte{p}, binary.BigEndian.AppendUint32([]byte{p}, cut), nil)
-		}
-		if err := errors.Join(it.Error(), it.Close()); err != nil {
-			return err
+	if it.First() {
+		if sec, _, _, ok := parseIdemSlotKey(it.Key()); ok && sec < cut {
+			_ = b.DeleteRange([]byte{prefixIdemSlot}, binary.BigEndian.AppendUint32([]byte{prefixIdemSlot}, cut), nil)
 		}
 	}
-	return nil
+	return errors.Join(it.Error(), it.Close())
 }
 
 // forgetIdemSlots removes the seconds before cut from the filter.

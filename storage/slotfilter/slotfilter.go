@@ -1,15 +1,15 @@
 // Package slotfilter remembers, for each of many keys, the slot it was
-// stored in: a cuckoo hash table of 47-bit key tags, each with the slot.
+// stored in: a cuckoo hash table of 40-bit key tags, each with the slot.
 //
 // eventd keeps idempotency records by the second they arrived in, so that
 // random keys (UUID messageIds) are written at the end of the key space
 // instead of all over their day (docs/benchmarks.md, proposal 20). A
 // look-up then asks the filter which seconds may hold its key: usually
 // none (a new key, answered from memory) or one (a retry: one Get). A new
-// key has the tag of one of the n keys held with odds of about n in 2^47
+// key has the tag of one of the n keys held with odds of about n in 2^40
 // per look-up (the buckets are bits of the tag, so the tag is all there is
-// to tell two keys apart): one in 8.4 million look-ups at the bound of 16
-// million keys, which costs a read that finds nothing.
+// to tell two keys apart): one in 65,000 look-ups at the bound of 16
+// million keys, which costs a Get that finds nothing.
 //
 // A key is in one of two buckets of four entries, so a look-up reads two
 // cache lines. The table doubles from a few thousand entries up to its
@@ -28,17 +28,13 @@ const bucketLen = 4
 
 // An entry is tag<<slotBits | slot&slotMask; 0 is an empty entry.
 const (
-	// slotBits is a slot's low bits: 36 hours of seconds, more than the 25
-	// a key is kept. Each bit taken from the tag doubled the odds that a
-	// new key finds a tag it does not own (24 bits, 194 days, made them 1
-	// in 65,000 look-ups at the bound).
-	slotBits = 17
+	slotBits = 24 // a slot's low bits: 194 days of seconds
 	slotMask = 1<<slotBits - 1
 	tagBits  = 64 - slotBits
 )
 
 // maxBucketBits bounds the table: the two bucket indexes are bits 0-21 and
-// 25-46 of the tag.
+// 18-39 of the tag.
 const maxBucketBits = 22
 
 // minBuckets is the table's first size: 32 KiB.
@@ -97,7 +93,7 @@ func New(maxKeys int) *Filter {
 	return &Filter{buckets: make([][bucketLen]uint64, minBuckets), maxBuckets: mb, ins: placer{rnd: 0x9e3779b97f4a7c15}}
 }
 
-// tag is h's top 47 bits, never 0.
+// tag is h's top 40 bits, never 0.
 func tag(h uint64) uint64 {
 	if t := h >> slotBits; t != 0 {
 		return t
