@@ -451,7 +451,7 @@ func TestCursorKill9AtLeastOnce(t *testing.T) {
 			}
 		}()
 		l := startLoad(s.Public, key, round, 4, rng.Int63())
-		time.Sleep(time.Duration(300+rng.Intn(900)) * time.Millisecond)
+		l.sleepAfterFirstAck(time.Duration(300+rng.Intn(900)) * time.Millisecond)
 		s.Kill()
 		res := l.stop()
 		close(stop)
@@ -460,7 +460,7 @@ func TestCursorKill9AtLeastOnce(t *testing.T) {
 			t.Fatalf("round %d: unexpected answers:\n%s", round, strings.Join(res.unexpected, "\n"))
 		}
 		if len(res.acked) == 0 {
-			t.Fatalf("round %d: no event acknowledged before the kill", round)
+			t.Fatalf("round %d: no event acknowledged within a minute of the start", round)
 		}
 		acked = append(acked, res.acked...)
 		t.Logf("round %d: %d events answered 201, %d received so far", round, len(res.acked), len(c.got))
