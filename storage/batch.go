@@ -2,7 +2,6 @@ package storage
 
 import (
 	"bytes"
-	"encoding/binary"
 	"slices"
 	"sync"
 
@@ -93,7 +92,8 @@ func (b *Batch) appendFamilies() {
 }
 
 // appendIdemRecords appends the idempotency records to the batch, sorted
-// by key.
+// by key: the records kept by slot as one group per slot and API key
+// (idemgroups.go), those kept by day one by one.
 func (b *Batch) appendIdemRecords() {
 	ir := b.recs
 	if ir == nil || len(ir.recs) == 0 {
@@ -101,10 +101,33 @@ func (b *Batch) appendIdemRecords() {
 	}
 	buf := ir.buf
 	key := func(r idemRec) []byte { return buf[r.off : r.off+r.klen] }
-	// Stable: of one key twice, the later record stays the last set.
+	value := func(r idemRec) []byte { return buf[r.off+r.klen : r.off+r.klen+r.vlen] }
+	// Stable: of one key twice, the later record stays the last set, or
+	// the later entry of a group.
 	slices.SortStableFunc(ir.recs, func(x, y idemRec) int { return bytes.Compare(key(x), key(y)) })
-	for _, r := range ir.recs {
-		_ = b.b.Set(key(r), buf[r.off+r.klen:r.off+r.klen+r.vlen], nil)
+	for i := 0; i < len(ir.recs); {
+		r := ir.recs[i]
+		k := key(r)
+		if k[0] != prefixIdemGroup {
+			_ = b.b.Set(k, value(r), nil)
+			i++
+			continue
+		}
+		j, size := i+1, r.vlen
+		for ; j < len(ir.recs) && bytes.Equal(key(ir.recs[j]), k); j++ {
+			size += ir.recs[j].vlen
+		}
+		// The key ends with the first entry's event id: its record is the
+		// entry's last idemRecordLen bytes, the id 8 bytes into it.
+		first := value(r)[r.vlen-idemRecordLen+8:][:len(ID{})]
+		op := b.b.SetDeferred(len(k)+len(first), size)
+		copy(op.Key[copy(op.Key, k):], first)
+		at := 0
+		for _, e := range ir.recs[i:j] {
+			at += copy(op.Value[at:], value(e))
+		}
+		_ = op.Finish()
+		i = j
 	}
 	ir.recs, ir.buf = ir.recs[:0], buf[:0]
 }
@@ -200,7 +223,7 @@ func (b *Batch) addLateKeys(p *pendingLate) {
 }
 
 // AddIdempotency remembers key for keyID in the same atomic write as its
-// event, in the second r was created (idemslots.go), or in its day's
+// event, in the slot r was created in (idemslots.go), or in its day's
 // partition when the filter is full (idempotency.go).
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
 	b.AddIdempotencyHashed(keyID, key, b.db.IdempotencyHash(keyID, key), r)
@@ -216,25 +239,23 @@ func (b *Batch) AddIdempotencyHashed(keyID, key string, h uint64, r IdemRecord) 
 	}
 	ir := b.recs
 	off := len(ir.buf)
-	var k []byte
-	if sec := idemSecond(r.CreatedAt); b.db.idemSlots.addHash(h, sec) {
-		k = idemSlotKey(ir.buf, sec, keyID, key)
+	var k, buf []byte
+	if slot := idemSlot(r.CreatedAt); b.db.idemSlots.addHash(h, slot) {
+		// The group's prefix, then the entry (idemgroups.go).
+		k = idemGroupPrefix(ir.buf, slot, keyID)
+		buf = encodeIdemRecord(appendEntryKey(k, key), r)
 	} else {
 		day := idemDay(r.CreatedAt)
 		b.db.idemDays.raise(day)
 		k = idemDayKey(ir.buf, keyID, day, key)
+		buf = encodeIdemRecord(k, r)
 		if n := len(b.idem); n > 0 && b.idem[n-1].keyID == keyID {
 			b.idem[n-1].n++
 		} else {
 			b.idem = append(b.idem, idemCount{keyID, 1})
 		}
 	}
-	// k is ir.buf with the key appended; the value follows it.
 	klen := len(k) - off
-	buf := binary.BigEndian.AppendUint64(k, r.Hash)
-	buf = append(buf, r.ID[:]...)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(r.Timestamp))
-	buf = binary.BigEndian.AppendUint64(buf, uint64(r.CreatedAt))
 	ir.recs = append(ir.recs, idemRec{off, klen, len(buf) - off - klen})
 	ir.buf = buf
 }

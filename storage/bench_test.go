@@ -406,7 +406,7 @@ func BenchmarkIdemSlotsRebuild(b *testing.B) {
 	})
 	for b.Loop() {
 		db.idemSlots = newIdemSlots(0)
-		db.rebuildIdemSlots()
+		db.rebuildIdemSlots(time.Now())
 		if err, n := db.idemSlots.loadErr, db.idemSlots.filter.Len(); err != nil || n != stored {
 			b.Fatal(n, err)
 		}

@@ -109,6 +109,9 @@ type DB struct {
 	idemDays      idemDayRange
 	idemDayLegacy atomic.Bool
 	idemLegacy    atomic.Bool
+	// idemSlotLegacy says records by second kept one by one, before the
+	// groups (idemgroups.go), may be left.
+	idemSlotLegacy atomic.Bool
 	// legacyVisitors: opened read-only before the visitor index moved to
 	// day partitions, so readers use the old layout (visitors.go).
 	legacyVisitors bool
@@ -283,7 +286,7 @@ func Open(dir string, o Options) (*DB, error) {
 	// so that the visitor memory's rebuild, which the store waits for, has
 	// both cores: beside it, a start after kill -9 took up to twice as
 	// long (docs/benchmarks.md, session 29).
-	go d.rebuildIdemSlots()
+	go d.rebuildIdemSlots(d.now())
 	every := o.IdempotencyFilterSave
 	if every == 0 {
 		every = DefaultIdempotencyFilterSave

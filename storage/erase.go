@@ -205,7 +205,11 @@ func (d *DB) eraseIdempotency(erased map[ID]bool) error {
 	if len(erased) == 0 {
 		return nil
 	}
-	// Every layout (F, then H and I): their values are alike.
+	if err := d.eraseIdemGroups(erased); err != nil {
+		return err
+	}
+	// Every layout of a record to a key (F, then H and I): their values
+	// are alike.
 	points := func(_, v []byte) bool {
 		var id ID
 		if len(v) == idemRecordLen {

@@ -74,6 +74,11 @@ func (d *DB) openIdempotency() error {
 		return err
 	}
 	d.idemLegacy.Store(legacy)
+	slots, err := d.hasKeys(prefixIdemSlot)
+	if err != nil {
+		return err
+	}
+	d.idemSlotLegacy.Store(slots)
 	days, err := d.hasKeys(prefixIdemDay)
 	if err != nil {
 		return err
@@ -130,16 +135,25 @@ func (d *DB) eachIdemScope(fn func(it *pebble.Iterator, scope []byte) error) err
 // its first seek), so a caller creates one per request, after the keys
 // still being committed were set aside.
 type IdemLookup struct {
-	db     *DB
-	nowMs  int64
-	secs   []uint32         // the seconds the filter gives a key
-	slots  *pebble.Iterator // the records by second, opened on first use
-	dayed  bool             // the day layout is read too (idemDayInUse)
-	hi, lo uint32           // the day partitions read (idemDayRange.span)
-	days   []*pebble.Iterator
-	old    *pebble.Iterator // the layout before the days, when records of it may be left
-	legacy bool
-	key    []byte
+	db    *DB
+	nowMs int64
+	found []uint64 // the slots the filter gives a key
+	// grouped reads the groups of records by slot, opened on first use;
+	// groups is what it read (idemgroups.go), entries how many entries of
+	// them it decoded.
+	grouped *pebble.Iterator
+	groups  []groupRead
+	entries int
+	// slots reads the records by second kept one by one, before the
+	// groups, while any may be left (slotLegacy).
+	slots      *pebble.Iterator
+	slotLegacy bool
+	dayed      bool   // the day layout is read too (idemDayInUse)
+	hi, lo     uint32 // the day partitions read (idemDayRange.span)
+	days       []*pebble.Iterator
+	old        *pebble.Iterator // the layout before the days, when records of it may be left
+	legacy     bool
+	key        []byte
 }
 
 // NewIdemLookup opens a lookup, once the filter is rebuilt after Open;
@@ -150,7 +164,7 @@ func (d *DB) NewIdemLookup() (*IdemLookup, error) {
 	}
 	now := d.now().UnixMilli()
 	legacy := d.idemLegacy.Load()
-	l := &IdemLookup{db: d, nowMs: now, dayed: legacy || d.idemDayInUse(), legacy: legacy}
+	l := &IdemLookup{db: d, nowMs: now, dayed: legacy || d.idemDayInUse(), legacy: legacy, slotLegacy: d.idemSlotLegacy.Load()}
 	if l.dayed {
 		l.hi, l.lo = d.idemDays.span(now)
 		l.days = make([]*pebble.Iterator, l.hi-l.lo+1)
@@ -170,10 +184,9 @@ func (l *IdemLookup) Get(keyID, key string) (IdemRecord, error) {
 
 // GetHashed is Get of a key whose IdempotencyHash is h.
 func (l *IdemLookup) GetHashed(keyID, key string, h uint64) (IdemRecord, error) {
-	l.secs = l.db.idemSlots.find(h, l.nowMs, l.secs[:0])
-	for _, sec := range l.secs {
-		l.key = idemSlotKey(l.key[:0], sec, keyID, key)
-		r, err := l.seek(&l.slots, prefixIdemSlot)
+	l.found = l.db.idemSlots.find(h, l.nowMs, l.found[:0])
+	for _, slot := range l.found {
+		r, err := l.getSlot(slot, keyID, key)
 		if err == ErrNotFound {
 			continue // two keys shared a tag, or the record was swept
 		}
@@ -191,6 +204,18 @@ func (l *IdemLookup) GetHashed(keyID, key string, h uint64) (IdemRecord, error) 
 		return IdemRecord{}, ErrNotFound
 	}
 	return l.getDayed(keyID, key)
+}
+
+// getSlot reads key's record of slot: in the slot's groups, then, while
+// records of the layout before the groups may be left, its own key in the
+// slot's second.
+func (l *IdemLookup) getSlot(slot uint64, keyID, key string) (IdemRecord, error) {
+	r, err := l.getGrouped(slot, keyID, key)
+	if err != ErrNotFound || !l.slotLegacy {
+		return r, err
+	}
+	l.key = idemSlotKey(l.key[:0], slotSecond(slot), keyID, key)
+	return l.seek(&l.slots, prefixIdemSlot)
 }
 
 // getDayed reads key in the day partitions, then in the layout before.
@@ -233,7 +258,7 @@ func (l *IdemLookup) seek(it **pebble.Iterator, prefix byte) (IdemRecord, error)
 // Close releases the iterators.
 func (l *IdemLookup) Close() error {
 	var errs []error
-	for _, it := range append(l.days, l.old, l.slots) {
+	for _, it := range append(l.days, l.old, l.slots, l.grouped) {
 		if it != nil {
 			errs = append(errs, it.Close())
 		}
@@ -281,7 +306,7 @@ func (d *DB) SweepIdempotency(cutoffMs int64) error {
 	}
 	b := d.db.NewBatch()
 	defer b.Close()
-	sec := idemSecond(cutoffMs)
+	sec := uint32(max(cutoffMs, 0) / 1000)
 	if err := d.sweepIdemSlots(b, sec); err != nil {
 		return err
 	}
@@ -302,6 +327,14 @@ func (d *DB) SweepIdempotency(cutoffMs int64) error {
 		}
 	}
 	d.forgetIdemSlots(sec)
+	if d.idemSlotLegacy.Load() {
+		// Nothing writes F keys any more: once none is left, none will be.
+		left, err := d.hasKeys(prefixIdemSlot)
+		if err != nil {
+			return err
+		}
+		d.idemSlotLegacy.Store(left)
+	}
 	if d.idemDayLegacy.Load() {
 		// Once none of the records written before Open is left, the flag
 		// clears: those the filter refused since are read through its own

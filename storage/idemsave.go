@@ -18,10 +18,10 @@ import (
 // record's key: 0.5-0.8 µs a key, 13 s at the default bound, which keyed
 // writes wait for.
 //
-// A save raises the filter's floor, the lowest second it takes, to its
+// A save raises the filter's floor, the lowest slot it takes, to its
 // clock less idemSaveMargin, then copies the table. Every key inserted
-// after the copy is of a second at or above the floor, and a record of an
-// earlier second goes to the day layout instead, so the copy and the
+// after the copy is of a slot at or above the floor, and a record of an
+// earlier slot goes to the day layout instead, so the copy and the
 // records from the floor on find every record. The file is derived data:
 // without it, or with one that does not check out, a start reads every
 // record as before.
@@ -32,7 +32,7 @@ const idemFilterFile = "eventd-idempotency-filter"
 // idemSaveMargin puts a save's floor behind its clock: the records being
 // committed as it is taken are of their shard's clock when it built their
 // batch, moments before.
-const idemSaveMargin = 60 // seconds
+const idemSaveMargin = 60 * idemSlotsPerSecond // a minute
 
 // DefaultIdempotencyFilterSave is how often the filter is saved when
 // Options.IdempotencyFilterSave is 0: a start then replays at most about
@@ -40,8 +40,14 @@ const idemSaveMargin = 60 // seconds
 // bound, holding keyed writes) and writes it.
 const DefaultIdempotencyFilterSave = 10 * time.Minute
 
-// idemFileMagic starts the file; the version is its last byte.
-var idemFileMagic = [8]byte{'e', 'v', 'i', 'd', 'f', 'l', 't', 1}
+// idemFileMagic starts the file; the version is its last byte: 3 since
+// the filter's slots are 128ths of a second, its floor 64 bits, so that
+// a save of version 1 (seconds) or 2 (a build of session 30, seconds in
+// 17 bits) is not read: a start rebuilds from the records, once.
+var idemFileMagic = [8]byte{'e', 'v', 'i', 'd', 'f', 'l', 't', 3}
+
+// idemFileHead is the file's bytes before the entries.
+const idemFileHead = 8 + 8 + 8 + 4
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -53,7 +59,7 @@ func (d *DB) saveIdemSlots() error {
 	if f == nil || d.readOnly {
 		return nil
 	}
-	floor := idemSecond(d.now().UnixMilli()) - idemSaveMargin
+	floor := idemSlot(d.now().UnixMilli()) - idemSaveMargin
 	entries := f.Save(floor)
 	path := d.fs.PathJoin(d.dir, idemFilterFile)
 	tmp := path + ".tmp"
@@ -63,11 +69,11 @@ func (d *DB) saveIdemSlots() error {
 	}
 	crc := crc32.New(crcTable)
 	w := bufio.NewWriterSize(io.MultiWriter(file, crc), 1<<20)
-	var head [24]byte
+	var head [idemFileHead]byte
 	copy(head[:], idemFileMagic[:])
 	binary.LittleEndian.PutUint64(head[8:], d.idemSlots.seed.Load())
-	binary.LittleEndian.PutUint32(head[16:], floor)
-	binary.LittleEndian.PutUint32(head[20:], uint32(len(entries)))
+	binary.LittleEndian.PutUint64(head[16:], floor)
+	binary.LittleEndian.PutUint32(head[24:], uint32(len(entries)))
 	_, err = w.Write(head[:])
 	var b [8]byte
 	for _, e := range entries {
@@ -107,7 +113,7 @@ func (d *DB) saveIdemSlots() error {
 // floor from which records must be replayed; ok is false, the filter
 // unchanged, when there is no file or it does not check out (err says
 // why, for the log).
-func (d *DB) loadSavedIdemSlots() (floor uint32, ok bool, err error) {
+func (d *DB) loadSavedIdemSlots() (floor uint64, ok bool, err error) {
 	f := d.idemSlots.filter
 	if f == nil {
 		return 0, false, nil
@@ -121,19 +127,19 @@ func (d *DB) loadSavedIdemSlots() (floor uint32, ok bool, err error) {
 	if err != nil {
 		return 0, false, err
 	}
-	if len(data) < 28 || [8]byte(data[:8]) != idemFileMagic {
+	if len(data) < idemFileHead+4 || [8]byte(data[:8]) != idemFileMagic {
 		return 0, false, errors.New("not a saved idempotency filter")
 	}
-	n := int(binary.LittleEndian.Uint32(data[20:]))
-	if len(data) != 24+8*n+4 {
-		return 0, false, fmt.Errorf("saved idempotency filter of %d bytes, want %d", len(data), 24+8*n+4)
+	n := int(binary.LittleEndian.Uint32(data[24:]))
+	if want := idemFileHead + 8*n + 4; len(data) != want {
+		return 0, false, fmt.Errorf("saved idempotency filter of %d bytes, want %d", len(data), want)
 	}
 	body := data[:len(data)-4]
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(data[len(body):]) {
 		return 0, false, errors.New("saved idempotency filter fails its checksum")
 	}
-	floor = binary.LittleEndian.Uint32(data[16:])
-	if !f.Restore(n, func(i int) uint64 { return binary.LittleEndian.Uint64(data[24+8*i:]) }, floor) {
+	floor = binary.LittleEndian.Uint64(data[16:])
+	if !f.Restore(n, func(i int) uint64 { return binary.LittleEndian.Uint64(data[idemFileHead+8*i:]) }, floor) {
 		return 0, false, nil // saved under another bound: rebuilt
 	}
 	d.idemSlots.seed.Store(binary.LittleEndian.Uint64(data[8:]))

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
@@ -15,19 +16,24 @@ import (
 	"github.com/eventd/eventd/storage/slotfilter"
 )
 
-// Idempotency records are kept by the second they were created in, for
-// every API key together: F second len keyID key (idemSlotKey). A flushed
-// table of them overlaps, below it, only tables of the seconds it holds,
+// Idempotency records are kept by the slot, the 128th of a second, they
+// were created in, for every API key together, a group of them to a key
+// (idemgroups.go). A flushed table of them overlaps, below it, only
+// tables of the slots it holds,
 // however random the keys: UUID messageIds, which analytics-go and the
 // mobile SDKs send, scattered over their API key's day partition (the
 // layout before, H) made every flushed table overlap all of the day's
 // tables below, and compaction rewrite them (docs/benchmarks.md, proposal
 // 20).
 //
-// Since the second is not in the key a look-up is given, the filter in
-// memory (package slotfilter) maps each key's hash to the seconds it may
+// Since the slot is not in the key a look-up is given, the filter in
+// memory (package slotfilter) maps each key's hash to the slots it may
 // be in: a new key, the common case, is answered without reading Pebble,
-// a retry with one seek. The filter is derived data: Open rebuilds it from
+// a retry with a read of its slot's groups of its API key.
+// Before the groups, records were kept one to a key by the second,
+// F second len keyID key (idemSlotKey): those are still read, swept and
+// erased until none is left; the filter holds them at their second's
+// first slot. The filter is derived data: Open rebuilds it from
 // its last save and the records since (idemsave.go), or without a save
 // from every record's key, about 0.5-0.8 µs a key, on a goroutine of its
 // own, so that a store holding millions of keys opens and serves reads
@@ -47,9 +53,9 @@ type idemSlots struct {
 	filter *slotfilter.Filter
 	// seed keys the hash: random, or the saved filter's (idemsave.go).
 	seed atomic.Uint64
-	// hi is the latest second a record was written in: the filter reads
-	// its seconds back relative to it (or now, if later).
-	hi atomic.Uint32
+	// hi is the latest slot a record was written in: the filter reads
+	// its slots back relative to it (or now, if later).
+	hi atomic.Uint64
 	// overflow: the filter refused a key in this process, which went to
 	// the day layout. It stays set until the next Open, which finds that
 	// record as it finds records of the layout before.
@@ -99,37 +105,58 @@ func (s *idemSlots) hashKey(k []byte) uint64 {
 	return h.Sum64()
 }
 
-// idemSecond is the slot of a record created at ms.
-func idemSecond(ms int64) uint32 {
+// idemSlotsPerSecond is the filter's slots in a second. A found key reads
+// its slot's groups of its API key: at a 128th of a second, a few
+// thousand entries at the highest rates (an import), where a whole second
+// was hundreds of thousands (docs/benchmarks.md, session 30). Finer
+// slots would leave fewer bits of the filter's entries to the tag.
+const idemSlotsPerSecond = 128
+
+// idemFilterSpan is how old a record a start still puts in the filter, in
+// slots: 30 hours. The filter reads a slot back within 36 hours of the
+// latest (slotfilter's slotBits); the engine keeps a key 24 hours and
+// sweeps hourly, so older records are dead and about to go, and put in the
+// filter they would read back as recent.
+const idemFilterSpan = 30 * 3600 * idemSlotsPerSecond
+
+// idemSlot is the slot of a record created at ms.
+func idemSlot(ms int64) uint64 {
 	if ms < 0 {
 		return 0
 	}
-	return uint32(ms / 1000)
+	return uint64(ms) * idemSlotsPerSecond / 1000
 }
 
-// addHash notes the key hashed to h stored in second sec; false if the
-// filter is full or sec is below its floor (idemsave.go), and the record
-// must go to the day layout.
-func (s *idemSlots) addHash(h uint64, sec uint32) bool {
-	if s.filter == nil || !s.filter.Insert(h, sec) {
+// secondSlot is the first slot of second sec: the slot the filter holds a
+// record kept one to a key by second (F) at.
+func secondSlot(sec uint32) uint64 { return uint64(sec) * idemSlotsPerSecond }
+
+// slotSecond is the second slot is in.
+func slotSecond(slot uint64) uint32 { return uint32(slot / idemSlotsPerSecond) }
+
+// addHash notes the key hashed to h stored in slot; false if the filter
+// is full or slot is below its floor (idemsave.go), and the record must
+// go to the day layout.
+func (s *idemSlots) addHash(h uint64, slot uint64) bool {
+	if s.filter == nil || !s.filter.Insert(h, slot) {
 		s.overflow.Store(true)
 		return false
 	}
 	for {
 		cur := s.hi.Load()
-		if sec <= cur || s.hi.CompareAndSwap(cur, sec) {
+		if slot <= cur || s.hi.CompareAndSwap(cur, slot) {
 			return true
 		}
 	}
 }
 
-// find appends the seconds the key hashed to h may be stored in, newest
+// find appends the slots the key hashed to h may be stored in, newest
 // first.
-func (s *idemSlots) find(h uint64, nowMs int64, dst []uint32) []uint32 {
+func (s *idemSlots) find(h uint64, nowMs int64, dst []uint64) []uint64 {
 	if s.filter == nil {
 		return dst
 	}
-	return s.filter.Find(h, max(s.hi.Load(), idemSecond(nowMs)), dst)
+	return s.filter.Find(h, max(s.hi.Load(), idemSlot(nowMs)), dst)
 }
 
 // IdempotencyHash is the hash by which the filter knows keyID's key:
@@ -177,12 +204,12 @@ func (d *DB) idemDayInUse() bool {
 	return d.idemDayLegacy.Load() || d.idemSlots.overflow.Load()
 }
 
-// rebuildIdemSlots is Open's rebuild of the filter (loadIdemSlots); it
-// closes ready when done.
-func (d *DB) rebuildIdemSlots() {
+// rebuildIdemSlots is Open's rebuild of the filter (loadIdemSlots) at
+// now, Open's time; it closes ready when done.
+func (d *DB) rebuildIdemSlots(now time.Time) {
 	defer close(d.idemSlots.ready)
 	start := time.Now()
-	n, saved, err := d.loadIdemSlots()
+	n, saved, err := d.loadIdemSlots(now)
 	d.idemSlots.loadErr, d.idemSlots.fromSave, d.idemSlots.read = err, saved, n
 	switch {
 	case err != nil && d.log != nil:
@@ -212,53 +239,62 @@ func (d *DB) idemReady() error {
 // With a saved filter (idemsave.go) it reads only the records from the
 // save's floor on, those the save may not hold. It returns the records it
 // read into the filter and whether it started from a save.
-func (d *DB) loadIdemSlots() (n int, saved bool, err error) {
-	lower := []byte{prefixIdemSlot}
+func (d *DB) loadIdemSlots(now time.Time) (n int, saved bool, err error) {
+	lower, lowerGroups := []byte{prefixIdemSlot}, []byte{prefixIdemGroup}
 	floor, saved, serr := d.loadSavedIdemSlots()
 	switch {
 	case serr != nil && d.log != nil:
 		d.log.Warn("saved idempotency filter not used: rebuilt from the records", "err", serr)
 	case saved:
-		lower = binary.BigEndian.AppendUint32(lower, floor)
-	}
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixIdemSlot + 1}})
-	if err != nil {
-		return 0, saved, err
+		lower = binary.BigEndian.AppendUint32(lower, slotSecond(floor))
+		lowerGroups = binary.BigEndian.AppendUint64(lowerGroups, floor)
 	}
 	if f := d.idemSlots.filter; f != nil && !saved {
-		if size, err := d.db.EstimateDiskUsage([]byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}); err == nil {
-			f.Reserve(int(min(size/idemBytesPerRecord, 1<<40)))
+		var size uint64
+		for _, p := range []byte{prefixIdemGroup, prefixIdemSlot} {
+			if s, err := d.db.EstimateDiskUsage([]byte{p}, []byte{p + 1}); err == nil {
+				size += s
+			}
 		}
+		f.Reserve(int(min(size/idemBytesPerRecord, 1<<40)))
+	}
+	var oldest uint64
+	if slot := idemSlot(now.UnixMilli()); slot > idemFilterSpan {
+		oldest = slot - idemFilterSpan
 	}
 	b := d.db.NewBatch()
 	defer b.Close()
-	var secs []uint32
+	if n, err = d.loadIdemGroups(lowerGroups, oldest, saved, b); err != nil {
+		return n, saved, err
+	}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixIdemSlot + 1}})
+	if err != nil {
+		return n, saved, err
+	}
+	var slots []uint64
 	for valid := it.First(); valid; valid = it.Next() {
 		sec, keyID, key, ok := parseIdemSlotKey(it.Key())
 		if !ok {
 			return n, saved, errors.Join(errCorrupt, it.Close())
 		}
-		h := d.idemSlots.hashKey(it.Key())
-		if saved {
-			if secs = d.idemSlots.filter.Find(h, sec, secs[:0]); slices.Contains(secs, sec) {
-				continue // in the save already
-			}
+		slot := secondSlot(sec)
+		if slot < oldest {
+			continue
 		}
-		if d.idemSlots.addHash(h, sec) {
+		kept, added := d.filterKey(d.idemSlots.hashKey(it.Key()), slot, saved, &slots)
+		if added {
 			n++
+		}
+		if kept {
 			continue
 		}
 		v, err := it.ValueAndErr()
+		if err == nil {
+			err = d.keepByDay(b, keyID, key, v)
+		}
 		if err != nil {
 			return n, saved, errors.Join(err, it.Close())
 		}
-		r, err := decodeIdemRecord(v)
-		if err != nil {
-			return n, saved, errors.Join(err, it.Close())
-		}
-		day := idemDay(r.CreatedAt)
-		d.idemDays.raise(day)
-		_ = b.Set(idemDayKey(nil, string(keyID), day, string(key)), v, nil)
 		_ = b.Delete(it.Key(), nil)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
@@ -271,20 +307,54 @@ func (d *DB) loadIdemSlots() (n int, saved bool, err error) {
 	return n, saved, d.commit(b, pebble.Sync)
 }
 
-// sweepIdemSlots adds to b the deletion of the records of the seconds
-// before cut, one range deletion, if there are any. The caller forgets
-// them in the filter once b is committed (forgetIdemSlots).
-func (d *DB) sweepIdemSlots(b *pebble.Batch, cut uint32) error {
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemSlot}, UpperBound: []byte{prefixIdemSlot + 1}})
+// filterKey puts the key hashed to h, of slot, in the filter at Open,
+// unless the saved filter holds it already (saved; slots is scratch).
+// kept says whether the filter has it; added whether it was put in now.
+// A key the filter refuses goes to the day layout (keepByDay).
+func (d *DB) filterKey(h uint64, slot uint64, saved bool, slots *[]uint64) (kept, added bool) {
+	if saved {
+		if *slots = d.idemSlots.filter.Find(h, slot, (*slots)[:0]); slices.Contains(*slots, slot) {
+			return true, false
+		}
+	}
+	added = d.idemSlots.addHash(h, slot)
+	return added, added
+}
+
+// keepByDay adds to b keyID's key with its record rec in the day layout,
+// where look-ups find it once the filter has refused a key.
+func (d *DB) keepByDay(b *pebble.Batch, keyID, key, rec []byte) error {
+	r, err := decodeIdemRecord(rec)
 	if err != nil {
 		return err
 	}
-	if it.First() {
-		if sec, _, _, ok := parseIdemSlotKey(it.Key()); ok && sec < cut {
-			_ = b.DeleteRange([]byte{prefixIdemSlot}, binary.BigEndian.AppendUint32([]byte{prefixIdemSlot}, cut), nil)
+	day := idemDay(r.CreatedAt)
+	d.idemDays.raise(day)
+	return b.Set(idemDayKey(nil, string(keyID), day, string(key)), rec, nil)
+}
+
+// sweepIdemSlots adds to b the deletion of the records of the seconds
+// before cut, one range deletion per layout (the groups, and the keys one
+// by one before them), if there are any. The caller forgets them in the
+// filter once b is committed (forgetIdemSlots).
+func (d *DB) sweepIdemSlots(b *pebble.Batch, cut uint32) error {
+	// A layout's key starts with its slot or second, big-endian.
+	groups := binary.BigEndian.AppendUint64([]byte{prefixIdemGroup}, secondSlot(cut))
+	slots := binary.BigEndian.AppendUint32([]byte{prefixIdemSlot}, cut)
+	for _, end := range [][]byte{groups, slots} {
+		p := end[0]
+		it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: []byte{p}, UpperBound: []byte{p + 1}})
+		if err != nil {
+			return err
+		}
+		if it.First() && bytes.Compare(it.Key(), end) < 0 {
+			_ = b.DeleteRange([]byte{p}, end, nil)
+		}
+		if err := errors.Join(it.Error(), it.Close()); err != nil {
+			return err
 		}
 	}
-	return errors.Join(it.Error(), it.Close())
+	return nil
 }
 
 // forgetIdemSlots removes the seconds before cut from the filter.
@@ -292,7 +362,7 @@ func (d *DB) forgetIdemSlots(cut uint32) {
 	if d.idemSlots.filter == nil {
 		return
 	}
-	d.idemSlots.filter.Expire(cut, max(d.idemSlots.hi.Load(), idemSecond(d.now().UnixMilli())))
+	d.idemSlots.filter.Expire(secondSlot(cut), max(d.idemSlots.hi.Load(), idemSlot(d.now().UnixMilli())))
 }
 
 // IdempotencyFilter is the keys the filter holds and its table's bytes.

@@ -1,12 +1,16 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // putIdem stores keyID's keys, each created at createdMs, in one batch.
@@ -37,6 +41,26 @@ func checkIdem(t testing.TB, db *DB, phase, keyID string, want map[string]int64)
 	}
 }
 
+// idemBySecond counts the records kept by second, the groups' entries and
+// the keys of the layout before them (F), and the groups.
+func idemBySecond(t testing.TB, db *DB) (records, groups int) {
+	t.Helper()
+	it, err := db.Pebble().NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemGroup}, UpperBound: []byte{prefixIdemGroup + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		groups++
+		if err := eachIdemEntry(it.Value(), func(_, _ []byte) { records++ }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return records + countKeys(t, db, []byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}), groups
+}
+
 // waitIdem waits for Open's rebuild of the idempotency filter.
 func waitIdem(t testing.TB, db *DB) {
 	t.Helper()
@@ -54,9 +78,10 @@ func keyNames(prefix string, n int) []string {
 	return keys
 }
 
-// TestIdemSlots: records are kept by second, for every API key together;
-// a sweep deletes the seconds before the cutoff's and the filter forgets
-// them; a reopened store rebuilds the filter from the records.
+// TestIdemSlots: records are kept by slot, for every API key together,
+// a group per commit, slot and API key; a sweep deletes the seconds before
+// the cutoff's and the filter forgets them; a reopened store rebuilds the
+// filter from the records.
 func TestIdemSlots(t *testing.T) {
 	db := openTestDB(t, "")
 	now := time.Now().UnixMilli() / 1000 * 1000
@@ -65,8 +90,8 @@ func TestIdemSlots(t *testing.T) {
 	putIdem(t, db.DB, "key", now-2001, "b")
 	putIdem(t, db.DB, "key", now-1500, "c")
 	putIdem(t, db.DB, "key", now-1000, "d", "e")
-	if n := countKeys(t, db.DB, []byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}); n != 6 {
-		t.Fatalf("%d records kept by second, want 6", n)
+	if n, groups := idemBySecond(t, db.DB); n != 6 || groups != 5 {
+		t.Fatalf("%d records kept by second in %d groups, want 6 in 5", n, groups)
 	}
 	if n := countKeys(t, db.DB, []byte{prefixIdemDay}, []byte{prefixIdem + 1}); n != 0 || db.idemDayInUse() {
 		t.Fatalf("%d records kept by day (look-ups read them: %v), want none", n, db.idemDayInUse())
@@ -89,8 +114,8 @@ func TestIdemSlots(t *testing.T) {
 	}
 	checkIdem(t, db.DB, "swept", "key", map[string]int64{"a": 0, "b": 0, "c": now - 1500, "d": now - 1000, "e": now - 1000})
 	checkIdem(t, db.DB, "swept", "other_key", map[string]int64{"a": 0})
-	if n := countKeys(t, db.DB, []byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}); n != 3 {
-		t.Errorf("%d records after the sweep, want 3", n)
+	if n, groups := idemBySecond(t, db.DB); n != 3 || groups != 2 {
+		t.Errorf("%d records in %d groups after the sweep, want 3 in 2", n, groups)
 	}
 	if n := db.idemSlots.filter.Len(); n != 3 {
 		t.Errorf("the filter holds %d keys after the sweep, want 3", n)
@@ -156,7 +181,7 @@ func TestIdemSlotsFull(t *testing.T) {
 		t.Fatal("5,001 keys fit a filter of 4,096")
 	}
 	putIdem(t, db.DB, "key", now-60_000, "again")
-	bySec := countKeys(t, db.DB, []byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1})
+	bySec, _ := idemBySecond(t, db.DB)
 	byDay := countKeys(t, db.DB, []byte{prefixIdemDay}, []byte{prefixIdemDay + 1})
 	if bySec+byDay != 5002 || byDay == 0 || bySec < 3000 {
 		t.Fatalf("%d records by second and %d by day, want 5,002, at least 3,000 by second", bySec, byDay)
@@ -171,7 +196,8 @@ func TestIdemSlotsFull(t *testing.T) {
 }
 
 // TestIdemSlotsRebuildRefused: a filter that cannot take at Open every
-// key kept by second (a smaller bound) moves the others to the day layout.
+// key kept by second (a smaller bound) writes the others to the day
+// layout too.
 func TestIdemSlotsRebuildRefused(t *testing.T) {
 	db := openTestDB(t, "")
 	now := time.Now().UnixMilli()
@@ -180,9 +206,9 @@ func TestIdemSlotsRebuildRefused(t *testing.T) {
 	db.close(t)
 	db = openTestDBIn(t, db.dir, Options{IdempotencyFilterKeys: 4096})
 	waitIdem(t, db.DB)
-	bySec := countKeys(t, db.DB, []byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1})
+	bySec, _ := idemBySecond(t, db.DB)
 	byDay := countKeys(t, db.DB, []byte{prefixIdemDay}, []byte{prefixIdemDay + 1})
-	if bySec+byDay != 6000 || byDay == 0 || bySec != db.idemSlots.filter.Len() {
+	if bySec != 6000 || byDay == 0 || byDay+db.idemSlots.filter.Len() != 6000 {
 		t.Fatalf("%d records by second (the filter holds %d) and %d by day, want 6,000, some by day", bySec, db.idemSlots.filter.Len(), byDay)
 	}
 	want := map[string]int64{"never": 0}
@@ -196,7 +222,8 @@ func TestIdemSlotsRebuildRefused(t *testing.T) {
 // next start reads the save instead of every record. A start after a
 // crash reads the last save and the records from its floor on; a record
 // older than the floor written after the save went to the day layout.
-// A save that does not check out is ignored.
+// A save that does not check out is ignored, as is one of version 1
+// (24-bit seconds) or 2 (17-bit seconds).
 func TestIdemSlotsSaved(t *testing.T) {
 	db := openTestDB(t, "")
 	now := time.Now().UnixMilli()
@@ -236,16 +263,31 @@ func TestIdemSlotsSaved(t *testing.T) {
 	}
 	checkIdem(t, db.DB, "after a crash", "key", want)
 
-	// A damaged save: every record is read again.
+	// A save of an earlier version, whose entries hold seconds, checksum
+	// and all: every record is read again.
+	version := func(v byte) []byte {
+		file := append([]byte(nil), saved...)
+		file[7] = v
+		body := file[:len(file)-4]
+		binary.LittleEndian.PutUint32(file[len(body):], crc32.Checksum(body, crcTable))
+		return file
+	}
+	v1, v2 := version(1), version(2)
+	// A damaged save: the same.
 	saved[len(saved)/2] ^= 1
-	db.close(t)
-	if err := os.WriteFile(path, saved, 0o644); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name string
+		file []byte
+	}{{"a save of version 1", v1}, {"a save of version 2", v2}, {"a damaged save", saved}} {
+		db.close(t)
+		if err := os.WriteFile(path, c.file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		db = db.reopen(t)
+		waitIdem(t, db.DB)
+		if db.idemSlots.fromSave || db.idemSlots.read != 3001 {
+			t.Errorf("with %s: from a save %v, %d records read; want all 3,001 kept by second", c.name, db.idemSlots.fromSave, db.idemSlots.read)
+		}
+		checkIdem(t, db.DB, "with "+c.name, "key", want)
 	}
-	db = db.reopen(t)
-	waitIdem(t, db.DB)
-	if db.idemSlots.fromSave || db.idemSlots.read != 3001 {
-		t.Errorf("with a damaged save: from a save %v, %d records read; want all 3,001 kept by second", db.idemSlots.fromSave, db.idemSlots.read)
-	}
-	checkIdem(t, db.DB, "with a damaged save", "key", want)
 }

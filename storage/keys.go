@@ -16,16 +16,18 @@ const (
 	prefixDisplacedMark = 'M'
 	prefixDisplacedName = 'J'
 	prefixCounter       = 'C'
-	// Idempotency records by the second they were created (idemslots.go);
+	// Idempotency records by the second they were created, a group per
+	// commit and API key (idemgroups.go), F one per key before the groups;
 	// by API key and day (idempotency.go) when the filter that finds the
-	// former is full, and before it; I is the layout before the days,
-	// still read until its records expire.
-	prefixIdemSlot = 'F'
-	prefixIdemDay  = 'H'
-	prefixIdem     = 'I'
-	prefixWindows  = 'R'
-	prefixConfig   = 'X'
-	datasetPrefLen = 5 // prefix byte + uint32 dataset
+	// former is full, and before it; I is the layout before the days. The
+	// layouts before are still read until their records expire.
+	prefixIdemGroup = 'B'
+	prefixIdemSlot  = 'F'
+	prefixIdemDay   = 'H'
+	prefixIdem      = 'I'
+	prefixWindows   = 'R'
+	prefixConfig    = 'X'
+	datasetPrefLen  = 5 // prefix byte + uint32 dataset
 
 	// Webhooks and usage alerts (outbox.go); none starts with a dataset.
 	prefixOutbox   = 'O'

@@ -72,9 +72,9 @@ func (l *compactionLog) fromL0(t *testing.T, mark int, prefix []byte) (kind stri
 // dataset's records and each name's index keys get tables of their own
 // (tablesplit.go), or every flushed table would overlap the last of each
 // below. Two API keys write idempotency keys, kept by the second they were
-// created in (idemslots.go), so a flush of them lies after everything
-// below too. The first flush goes down in one compaction with every other
-// prefix.
+// created in, a group per commit and API key (idemgroups.go), so a flush
+// of them lies after everything below too. The first flush goes down in
+// one compaction with every other prefix.
 func TestFlushedTablesMoved(t *testing.T) {
 	var log compactionLog
 	db := openTestDBWith(t, Options{Events: log.listener()})
@@ -89,7 +89,7 @@ func TestFlushedTablesMoved(t *testing.T) {
 		}
 	}
 	keyIDs := []string{"key_a", "key_b"}
-	groups = append(groups, []byte{prefixIdemSlot})
+	groups = append(groups, []byte{prefixIdemGroup})
 	for round := range 3 {
 		// About 4 MB of records in one flush, more than 2 MB compressed
 		// (their padding is random hex).
@@ -125,11 +125,11 @@ func TestFlushedTablesMoved(t *testing.T) {
 			kind, below := log.fromL0(t, mark, g)
 			switch {
 			case round == 0:
-			case g[0] == prefixIdemSlot && below:
+			case g[0] == prefixIdemGroup && below:
 				// Pebble may take a small table out of L0 with its
 				// neighbour (the derived log's), but nothing below.
 				t.Errorf("flush %d: the %q table left L0 with tables below it (a %q compaction)", round+1, g, kind)
-			case g[0] != prefixIdemSlot && kind != "move":
+			case g[0] != prefixIdemGroup && kind != "move":
 				t.Errorf("flush %d: the %q table left L0 by a %q compaction, want a move", round+1, g, kind)
 			}
 		}

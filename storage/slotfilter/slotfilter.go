@@ -1,15 +1,21 @@
 // Package slotfilter remembers, for each of many keys, the slot it was
 // stored in: a cuckoo hash table of 40-bit key tags, each with the slot.
 //
-// eventd keeps idempotency records by the second they arrived in, so that
-// random keys (UUID messageIds) are written at the end of the key space
-// instead of all over their day (docs/benchmarks.md, proposal 20). A
-// look-up then asks the filter which seconds may hold its key: usually
-// none (a new key, answered from memory) or one (a retry: one Get). A new
-// key has the tag of one of the n keys held with odds of about n in 2^40
-// per look-up (the buckets are bits of the tag, so the tag is all there is
-// to tell two keys apart): one in 65,000 look-ups at the bound of 16
-// million keys, which costs a Get that finds nothing.
+// eventd keeps idempotency records by the 128th of a second they arrived
+// in, a group of them to a key, so that random keys (UUID messageIds) are
+// written at the end of the key space instead of all over their day
+// (docs/benchmarks.md, proposal 20 and item 24). A look-up then asks the
+// filter which slots may hold its key: usually none (a new key, answered
+// from memory) or one (a retry: that slot's groups). A new key has the
+// tag of one of the n keys held with odds of about n in 2^40 per look-up
+// (the buckets are bits of the tag, so the tag is all there is to tell
+// two keys apart): one in 65,000 look-ups at the bound of 16 million keys,
+// which costs a read of one slot's groups that finds nothing.
+//
+// Slots are any uint64; an entry holds a slot's low 24 bits, and Find
+// reads them back relative to the latest slot (slotOf), so the filter
+// holds keys of 2^24 consecutive slots at most (36 hours of 128ths of a
+// second).
 //
 // A key is in one of two buckets of four entries, so a look-up reads two
 // cache lines. The table doubles from a few thousand entries up to its
@@ -28,7 +34,7 @@ const bucketLen = 4
 
 // An entry is tag<<slotBits | slot&slotMask; 0 is an empty entry.
 const (
-	slotBits = 24 // a slot's low bits: 194 days of seconds
+	slotBits = 24 // a slot's low bits: 36 hours of 128ths of a second
 	slotMask = 1<<slotBits - 1
 	tagBits  = 64 - slotBits
 )
@@ -62,7 +68,7 @@ type Filter struct {
 	growing bool
 	log     []uint64
 	// floor is the lowest slot Insert takes (Save).
-	floor uint32
+	floor uint64
 	// resizing is held while a larger table is built, and by Expire, whose
 	// removals the copy being rehashed would not see.
 	resizing sync.Mutex
@@ -114,8 +120,8 @@ func full(n, buckets int) bool {
 // Insert records that the key hashed to h is in slot. It returns false
 // when the filter is full or slot is below the floor (Save), and changes
 // nothing then.
-func (f *Filter) Insert(h uint64, slot uint32) bool {
-	e := tag(h)<<slotBits | uint64(slot)&slotMask
+func (f *Filter) Insert(h uint64, slot uint64) bool {
+	e := tag(h)<<slotBits | slot&slotMask
 	// A table that fills up while a larger one is built (or while Expire
 	// holds up its building) is not full: the insert waits for the larger
 	// one. Rehashing fails only by extreme bad luck; a few tries bound it.
@@ -133,7 +139,7 @@ func (f *Filter) Insert(h uint64, slot uint32) bool {
 // insert places e, of slot, in the current table, and starts building a
 // larger one once the current one is past growAt. If it cannot, wait says
 // whether a larger table may take it.
-func (f *Filter) insert(e uint64, slot uint32) (ok, wait bool) {
+func (f *Filter) insert(e uint64, slot uint64) (ok, wait bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if slot < f.floor {
@@ -159,7 +165,7 @@ func (f *Filter) insert(e uint64, slot uint32) (ok, wait bool) {
 // the table, which Restore takes: every key inserted after it is in a slot
 // at or above floor, so the copy and the keys of those slots are the
 // filter. The copy is the only pause.
-func (f *Filter) Save(floor uint32) []uint64 {
+func (f *Filter) Save(floor uint64) []uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.floor = max(f.floor, floor)
@@ -174,7 +180,7 @@ func (f *Filter) Save(floor uint32) []uint64 {
 // its n entries, entry i being at(i) (read from where they were saved,
 // without a copy of all of them). It returns false, changing nothing, if
 // the table does not fit the filter's bound.
-func (f *Filter) Restore(n int, at func(i int) uint64, floor uint32) bool {
+func (f *Filter) Restore(n int, at func(i int) uint64, floor uint64) bool {
 	nb := n / bucketLen
 	if nb < minBuckets || nb > f.maxBuckets || nb&(nb-1) != 0 || n%bucketLen != 0 {
 		return false
@@ -308,7 +314,7 @@ func (p *placer) place(table [][bucketLen]uint64, e uint64) bool {
 // Find appends to dst the slots the key hashed to h may be in, newest
 // first. Slots are read back relative to hi, the latest slot inserted or
 // now if later: the one at or before hi with the stored low bits.
-func (f *Filter) Find(h uint64, hi uint32, dst []uint32) []uint32 {
+func (f *Filter) Find(h uint64, hi uint64, dst []uint64) []uint64 {
 	t := tag(h)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -352,8 +358,8 @@ func (f *Filter) Touch(hs []uint64) {
 }
 
 // slotOf is e's slot: the latest at or before hi with e's low bits.
-func slotOf(e uint64, hi uint32) uint32 {
-	return hi - (hi-uint32(e))&slotMask
+func slotOf(e uint64, hi uint64) uint64 {
+	return hi - (hi-e)&slotMask
 }
 
 // Expire removes the entries of slots before before, read relative to hi
@@ -361,7 +367,7 @@ func slotOf(e uint64, hi uint32) uint32 {
 // being built, and holds the lock for its pass over the table (38 ms at
 // the bound, BenchmarkSaveAtBound): in chunks, an insert could move an entry from a
 // chunk not yet read to one already read.
-func (f *Filter) Expire(before, hi uint32) int {
+func (f *Filter) Expire(before, hi uint64) int {
 	f.resizing.Lock()
 	defer f.resizing.Unlock()
 	f.mu.Lock()

@@ -24,19 +24,21 @@ func TestFindWhatWasInserted(t *testing.T) {
 	tests := []struct {
 		name       string
 		keys       int
-		base, step uint32 // key i goes to slot base + i*step
+		base, step uint64 // key i goes to slot base + i*step
 	}{
 		{"one key", 1, 1000, 0},
 		{"within the first table", 3000, 1000, 0},
 		{"after doubling", 100_000, 1000, 1},
 		{"slots past the stored bits", 5000, 5<<24 - 2000, 1},
 		{"a day of seconds", 86_400, 1_800_000_000, 1},
+		{"a day of 128ths of a second", 86_400, 230_400_000_000, 128},
+		{"slots past 32 bits", 5000, 1<<32 - 2000, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := New(1 << 20)
 			hs := hashes(t, 1, tt.keys)
-			slot := func(i int) uint32 { return tt.base + uint32(i)*tt.step }
+			slot := func(i int) uint64 { return tt.base + uint64(i)*tt.step }
 			for i, h := range hs {
 				if !f.Insert(h, slot(i)) {
 					t.Fatalf("Insert #%d refused at %d keys", i, f.Len())
@@ -51,7 +53,7 @@ func TestFindWhatWasInserted(t *testing.T) {
 				t.Fatalf("Len after Touch = %d, want %d", f.Len(), tt.keys)
 			}
 			for i, h := range hs {
-				if got := f.Find(h, hi, nil); !slices.Equal(got, []uint32{slot(i)}) {
+				if got := f.Find(h, hi, nil); !slices.Equal(got, []uint64{slot(i)}) {
 					t.Fatalf("Find(#%d) = %v, want [%d]", i, got, slot(i))
 				}
 			}
@@ -68,7 +70,7 @@ func TestFalseHits(t *testing.T) {
 		}
 	}
 	hits := 0
-	var buf []uint32
+	var buf []uint64
 	for _, h := range hashes(t, 3, 1_000_000) {
 		buf = f.Find(h, 5, buf[:0])
 		hits += len(buf)
@@ -98,7 +100,7 @@ func TestBound(t *testing.T) {
 		f.Insert(h, 9) // some may still fit; the refused ones change nothing
 	}
 	for i, h := range hs[:in] {
-		if got := f.Find(h, 9, nil); !slices.Equal(got, []uint32{9}) {
+		if got := f.Find(h, 9, nil); !slices.Equal(got, []uint64{9}) {
 			t.Fatalf("key #%d: Find = %v after refusals, want [9]", i, got)
 		}
 	}
@@ -112,9 +114,9 @@ func TestExpire(t *testing.T) {
 	hs := hashes(t, 5, 10_000)
 	// Slots 100 to 199; hi is past the stored bits' wrap to show that
 	// slots are read back relative to it.
-	base := uint32(3<<24 - 50)
+	base := uint64(3<<24 - 50)
 	for i, h := range hs {
-		f.Insert(h, base+uint32(i%100))
+		f.Insert(h, base+uint64(i%100))
 	}
 	hi := base + 99
 	if gone := f.Expire(base+40, hi); gone != 4000 {
@@ -126,10 +128,10 @@ func TestExpire(t *testing.T) {
 	for i, h := range hs {
 		got := f.Find(h, hi, nil)
 		if i%100 < 40 && len(got) != 0 {
-			t.Fatalf("key #%d of slot %d found after expiry: %v", i, base+uint32(i%100), got)
+			t.Fatalf("key #%d of slot %d found after expiry: %v", i, base+uint64(i%100), got)
 		}
-		if i%100 >= 40 && !slices.Equal(got, []uint32{base + uint32(i%100)}) {
-			t.Fatalf("key #%d: Find = %v, want [%d]", i, got, base+uint32(i%100))
+		if i%100 >= 40 && !slices.Equal(got, []uint64{base + uint64(i%100)}) {
+			t.Fatalf("key #%d: Find = %v, want [%d]", i, got, base+uint64(i%100))
 		}
 	}
 }
@@ -141,7 +143,7 @@ func TestNewestFirst(t *testing.T) {
 	f.Insert(42<<24, 10)
 	f.Insert(42<<24, 30)
 	f.Insert(42<<24, 20)
-	if got := f.Find(42<<24, 30, nil); !slices.Equal(got, []uint32{30, 20, 10}) {
+	if got := f.Find(42<<24, 30, nil); !slices.Equal(got, []uint64{30, 20, 10}) {
 		t.Errorf("Find = %v, want [30 20 10]", got)
 	}
 	if got := f.Find(43<<24, 30, nil); len(got) != 0 {
@@ -158,7 +160,7 @@ func BenchmarkFind(b *testing.B) {
 		f.Insert(hs[i], 1)
 	}
 	f.Reserve(len(hs)) // waits for a larger table still being built
-	var buf []uint32
+	var buf []uint64
 	b.ResetTimer()
 	for i := range b.N {
 		buf = f.Find(hs[i%len(hs)]^1<<63, 1, buf[:0])
@@ -179,7 +181,7 @@ func BenchmarkBatch(b *testing.B) {
 					f.Insert(r.Uint64(), 1)
 				}
 				hs := make([]uint64, 100)
-				var buf []uint32
+				var buf []uint64
 				b.ResetTimer()
 				for range b.N / len(hs) {
 					for i := range hs {
@@ -246,7 +248,7 @@ func TestGrowWhileInserting(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		var buf []uint32
+		var buf []uint64
 		for i := range 20_000 {
 			buf = f.Find(hs[i], 7, buf[:0])
 		}
@@ -255,7 +257,7 @@ func TestGrowWhileInserting(t *testing.T) {
 	wg.Wait()
 	f.Reserve(0) // waits for a table still being built
 	for i, h := range hs {
-		if got := f.Find(h, 7, nil); !slices.Equal(got, []uint32{7}) {
+		if got := f.Find(h, 7, nil); !slices.Equal(got, []uint64{7}) {
 			t.Fatalf("key #%d: Find = %v, want [7]", i, got)
 		}
 	}
@@ -276,7 +278,7 @@ func TestSaveRestore(t *testing.T) {
 	f := New(1 << 16)
 	hs := hashes(t, 10, 20_000)
 	for i, h := range hs {
-		f.Insert(h, 10+uint32(i%10))
+		f.Insert(h, 10+uint64(i%10))
 	}
 	saved := f.Save(15)
 	if f.Insert(hs[0]^1, 14) {
@@ -296,7 +298,7 @@ func TestSaveRestore(t *testing.T) {
 		t.Errorf("restored Len = %d, want %d", g.Len(), len(hs))
 	}
 	for i, h := range hs {
-		if got := g.Find(h, 19, nil); !slices.Equal(got, []uint32{10 + uint32(i%10)}) {
+		if got := g.Find(h, 19, nil); !slices.Equal(got, []uint64{10 + uint64(i%10)}) {
 			t.Fatalf("key #%d: Find = %v after Restore", i, got)
 		}
 	}
