@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -48,11 +49,12 @@ func BenchmarkAddEventCommit(b *testing.B) {
 func BenchmarkIdempotencyLookup(b *testing.B) {
 	db := openTestDB(b, "")
 	const stored = 200_000
-	now := time.Now().UnixMilli()
+	// Written over two seconds, as an import at 100,000 a second.
+	now := time.Now().UnixMilli() - 2000
 	for i := 0; i < stored; i += 1000 {
 		bt := db.NewBatch()
 		for j := i; j < i+1000; j++ {
-			bt.AddIdempotency("key_1", fmt.Sprintf("msg-%d", j), IdemRecord{Hash: uint64(j), CreatedAt: now})
+			bt.AddIdempotency("key_1", fmt.Sprintf("msg-%d", j), IdemRecord{Hash: uint64(j), ID: testID(uint64(j + 1)), CreatedAt: now + int64(j)/100})
 		}
 		if err := bt.Commit(false); err != nil {
 			b.Fatal(err)
@@ -101,6 +103,51 @@ func BenchmarkIdempotencyLookup(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(c.keys)), "ns/key")
 		})
 	}
+}
+
+// BenchmarkIdempotencyReimport looks up again, in requests of 2,000 in
+// the order written, 300,000 keys of one API key written over one second
+// in commits of 2,000: an import run again over its lines, every key
+// found. With idempotency records in groups by the second, each request
+// read its whole second's groups (docs/benchmarks.md, session 30).
+func BenchmarkIdempotencyReimport(b *testing.B) {
+	const keys, per = 300_000, 2000
+	db := openTestDB(b, "")
+	start := time.Now().UnixMilli()/1000*1000 - 1000
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = fmt.Sprintf("line-%d", i)
+	}
+	for lo := 0; lo < keys; lo += per {
+		bt := db.NewBatch()
+		for i := lo; i < lo+per; i++ {
+			bt.AddIdempotency("key_1", names[i], IdemRecord{Hash: uint64(i), ID: testID(uint64(i + 1)), CreatedAt: start + int64(i)*1000/keys})
+		}
+		if err := bt.Commit(false); err != nil {
+			b.Fatal(err)
+		}
+		bt.Close()
+	}
+	if err := db.Pebble().Flush(); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		for lo := 0; lo < keys; lo += per {
+			l, err := db.NewIdemLookup()
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, k := range names[lo : lo+per] {
+				if _, err = l.Get("key_1", k); err != nil {
+					break
+				}
+			}
+			if err = cmp.Or(err, l.Close()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*keys), "ns/key")
 }
 
 // BenchmarkRecordReads compares GetEvent per record with one RecordReader

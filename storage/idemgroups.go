@@ -16,7 +16,10 @@ import (
 // a key: one per commit, slot and API key,
 // B slot len keyID firstID -> entries, where firstID is the event id of
 // the group's first entry and an entry is uvarint len(key), key, then the
-// record (encodeIdemRecord's 40 bytes). A keyed batch of 100 events
+// record (encodeIdemRecord's 40 bytes). A record is written with the new
+// event it names, whose id no other commit writes: so firstID keeps two
+// commits' groups of a slot apart (a group written again under the same
+// key would replace the first). A keyed batch of 100 events
 // writes one key instead of 100: each key costs a memtable insert,
 // its flushed table's block and bloom filter entries, and for random
 // messageIds (UUIDs) an insert far from the last, whatever its size
