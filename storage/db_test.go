@@ -523,7 +523,7 @@ func TestDeleteWhereKeepsKeysWrittenAgain(t *testing.T) {
 }
 
 // TestBatchKeyFamilies: a batch's records come first, then its Z, N and B
-// (idempotency: one group of an API key's second) keys, each family in the
+// (idempotency: one group of an API key's slot) keys, each family in the
 // order its events were added (keyFamily). The
 // displaced events' M and J keys wait for Commit (latemem.go).
 func TestBatchKeyFamilies(t *testing.T) {

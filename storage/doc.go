@@ -28,8 +28,8 @@
 //	                                     bot events count under name 0xff+name and 0xff, not name and "" (bots.go)
 //	G ds kind ...           -> goal completions and evaluation cursor (rollup_goals.go)
 //	L seq                   -> derived log: what one commit adds to C and U, until the next checkpoint (derived.go)
-//	B sec len keyID firstID -> idempotency records of one commit, second and API key, by the
-//	                                     second they were created, found through a filter in memory
+//	B slot len keyID firstID -> idempotency records of one commit, slot and API key, by the
+//	                                     128th of a second they were created in, found through a filter in memory
 //	                                     rebuilt at Open (idemgroups.go, idemslots.go)
 //	F sec len keyID idemKey -> idempotency record, one to a key: the layout before B; read until swept
 //	H len keyID day idemKey -> idempotency record, by the UTC day it was created: past the filter's
