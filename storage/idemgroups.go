@@ -95,8 +95,9 @@ func (s *idemSlots) hashEntry(keyID, key []byte) uint64 {
 
 // groupRead is a slot's groups of one API key that an IdemLookup read:
 // once for one key, then again into recs, each key's latest record, for
-// the next keys. A look-up of a new key reads them when its tag is one the
-// filter holds for another key (about n in 2^40 for n keys held), a retried batch for all its keys.
+// the next keys. A look-up of a new key reads them when its tag is one
+// the filter holds for another key (about n in 2^40 for n keys held), a
+// retried batch for all its keys.
 type groupRead struct {
 	slot  uint64
 	keyID string
