@@ -7,8 +7,6 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/cockroachdb/pebble/v2"
 )
 
@@ -81,16 +79,6 @@ func eachIdemEntry(v []byte, fn func(key, rec []byte)) error {
 		v = v[n+idemRecordLen:]
 	}
 	return nil
-}
-
-// hashEntry is idemSlots.hash of keyID's key, from bytes.
-func (s *idemSlots) hashEntry(keyID, key []byte) uint64 {
-	var h xxhash.Digest
-	h.ResetWithSeed(s.seed.Load())
-	_, _ = h.Write([]byte{byte(len(keyID))})
-	_, _ = h.Write(keyID)
-	_, _ = h.Write(key)
-	return h.Sum64()
 }
 
 // groupRead is a slot's groups of one API key that an IdemLookup read:
@@ -177,6 +165,7 @@ func (d *DB) loadIdemGroups(lower []byte, oldest uint64, saved bool, b *pebble.B
 	}
 	n := 0
 	var slots []uint64
+	var packed []byte // len keyID key, as idemSlots.hashPacked takes them
 	var bad error
 	for valid := it.First(); valid; valid = it.Next() {
 		slot, keyID, ok := parseIdemGroupKey(it.Key())
@@ -191,7 +180,8 @@ func (d *DB) loadIdemGroups(lower []byte, oldest uint64, saved bool, b *pebble.B
 			return n, errors.Join(err, it.Close())
 		}
 		err = eachIdemEntry(v, func(key, rec []byte) {
-			kept, added := d.filterKey(d.idemSlots.hashEntry(keyID, key), slot, saved, &slots)
+			packed = append(append(append(packed[:0], byte(len(keyID))), keyID...), key...)
+			kept, added := d.filterKey(d.idemSlots.hashPacked(packed), slot, saved, &slots)
 			if added {
 				n++
 			}

@@ -96,12 +96,13 @@ func (s *idemSlots) hash(keyID, key string) uint64 {
 	return h.Sum64()
 }
 
-// hashKey is hash of a record's key (F sec len keyID key), which
-// parseIdemSlotKey has checked.
-func (s *idemSlots) hashKey(k []byte) uint64 {
+// hashPacked is hash of a key packed as len(keyID), keyID, key, the
+// bytes hash writes: the tail of an F key, or a group's entry with its
+// API key, at Open's rebuild.
+func (s *idemSlots) hashPacked(p []byte) uint64 {
 	var h xxhash.Digest
 	h.ResetWithSeed(s.seed.Load())
-	_, _ = h.Write(k[5:]) // len keyID key, as hash writes them
+	_, _ = h.Write(p)
 	return h.Sum64()
 }
 
@@ -281,7 +282,8 @@ func (d *DB) loadIdemSlots(now time.Time) (n int, saved bool, err error) {
 		if slot < oldest {
 			continue
 		}
-		kept, added := d.filterKey(d.idemSlots.hashKey(it.Key()), slot, saved, &slots)
+		// Past F and the second: len keyID key.
+		kept, added := d.filterKey(d.idemSlots.hashPacked(it.Key()[5:]), slot, saved, &slots)
 		if added {
 			n++
 		}
