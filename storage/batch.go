@@ -118,8 +118,8 @@ func (b *Batch) appendIdemRecords() {
 			size += ir.recs[j].vlen
 		}
 		// The key ends with the first entry's event id: its record is the
-		// entry's last idemRecordLen bytes, the id 8 bytes into it.
-		first := value(r)[r.vlen-idemRecordLen+8:][:len(ID{})]
+		// entry's last idemRecordLen bytes.
+		first := idemRecordID(value(r)[r.vlen-idemRecordLen:])
 		op := b.b.SetDeferred(len(k)+len(first), size)
 		copy(op.Key[copy(op.Key, k):], first)
 		at := 0

@@ -211,11 +211,7 @@ func (d *DB) eraseIdempotency(erased map[ID]bool) error {
 	// Every layout of a record to a key (F, then H and I): their values
 	// are alike.
 	points := func(_, v []byte) bool {
-		var id ID
-		if len(v) == idemRecordLen {
-			copy(id[:], v[8:24])
-		}
-		return len(v) == idemRecordLen && erased[id]
+		return len(v) == idemRecordLen && erased[ID(idemRecordID(v))]
 	}
 	if _, err := d.deleteWhere([]byte{prefixIdemSlot}, []byte{prefixIdemSlot + 1}, true, points); err != nil {
 		return err

@@ -66,6 +66,9 @@ func encodeIdemRecord(dst []byte, r IdemRecord) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(r.CreatedAt))
 }
 
+// idemRecordID is the event id in a record encodeIdemRecord wrote.
+func idemRecordID(rec []byte) []byte { return rec[8 : 8+len(ID{})] }
+
 // eachIdemEntry calls fn with each entry of a group's value, in the order
 // written; key and rec point into v.
 func eachIdemEntry(v []byte, fn func(key, rec []byte)) error {
@@ -217,7 +220,7 @@ func (d *DB) eraseIdemGroups(erased map[ID]bool) error {
 		kept = kept[:0]
 		hit := false
 		err = eachIdemEntry(v, func(key, rec []byte) {
-			if erased[ID(rec[8:24])] {
+			if erased[ID(idemRecordID(rec))] {
 				hit = true
 				return
 			}

@@ -287,7 +287,7 @@ func decodeIdemRecord(v []byte) (IdemRecord, error) {
 	}
 	var r IdemRecord
 	r.Hash = binary.BigEndian.Uint64(v)
-	copy(r.ID[:], v[8:24])
+	copy(r.ID[:], idemRecordID(v))
 	r.Timestamp = int64(binary.BigEndian.Uint64(v[24:]))
 	r.CreatedAt = int64(binary.BigEndian.Uint64(v[32:]))
 	return r, nil
