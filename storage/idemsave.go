@@ -40,11 +40,12 @@ const idemSaveMargin = 60 * idemSlotsPerSecond // a minute
 // bound, holding keyed writes) and writes it.
 const DefaultIdempotencyFilterSave = 10 * time.Minute
 
-// idemFileMagic starts the file; the version is its last byte: 3 since
-// the filter's slots are 128ths of a second, its floor 64 bits, so that
-// a save of version 1 (seconds) or 2 (a build of session 30, seconds in
-// 17 bits) is not read: a start rebuilds from the records, once.
-var idemFileMagic = [8]byte{'e', 'v', 'i', 'd', 'f', 'l', 't', 3}
+// idemFileMagic starts the file; the version is its last byte: 4 since
+// the filter's buckets hold eight entries, so that a save of version 1
+// (seconds), 2 (a build of session 30, seconds in 17 bits) or 3 (buckets
+// of four: its entries would be read into the wrong buckets) is not read:
+// a start rebuilds from the records, once.
+var idemFileMagic = [8]byte{'e', 'v', 'i', 'd', 'f', 'l', 't', 4}
 
 // idemFileHead is the file's bytes before the entries.
 const idemFileHead = 8 + 8 + 8 + 4

@@ -263,8 +263,9 @@ func TestIdemSlotsSaved(t *testing.T) {
 	}
 	checkIdem(t, db.DB, "after a crash", "key", want)
 
-	// A save of an earlier version, whose entries hold seconds, checksum
-	// and all: every record is read again.
+	// A save of an earlier version, whose entries hold seconds (1, 2) or
+	// sit in buckets of four (3), checksum and all: every record is read
+	// again.
 	version := func(v byte) []byte {
 		file := append([]byte(nil), saved...)
 		file[7] = v
@@ -272,13 +273,13 @@ func TestIdemSlotsSaved(t *testing.T) {
 		binary.LittleEndian.PutUint32(file[len(body):], crc32.Checksum(body, crcTable))
 		return file
 	}
-	v1, v2 := version(1), version(2)
+	v1, v2, v3 := version(1), version(2), version(3)
 	// A damaged save: the same.
 	saved[len(saved)/2] ^= 1
 	for _, c := range []struct {
 		name string
 		file []byte
-	}{{"a save of version 1", v1}, {"a save of version 2", v2}, {"a damaged save", saved}} {
+	}{{"a save of version 1", v1}, {"a save of version 2", v2}, {"a save of version 3", v3}, {"a damaged save", saved}} {
 		db.close(t)
 		if err := os.WriteFile(path, c.file, 0o644); err != nil {
 			t.Fatal(err)

@@ -84,7 +84,7 @@ func TestFalseHits(t *testing.T) {
 
 // TestBound: past its bound the filter refuses keys and forgets none.
 func TestBound(t *testing.T) {
-	f := New(10_000) // 4,096 buckets: 16,384 entries
+	f := New(10_000) // 2,048 buckets: 16,384 entries
 	hs := hashes(t, 4, 20_000)
 	in := 0
 	for _, h := range hs {
@@ -93,8 +93,11 @@ func TestBound(t *testing.T) {
 		}
 		in++
 	}
-	if in < 14_000 || in >= 16_384 {
-		t.Fatalf("took %d keys, want 14,000-16,383 (bound 16,384 entries)", in)
+	// Buckets of eight take keys past 97.5% of the bound before an insert
+	// runs out of moves (98.6-99% with three seeds); buckets of four
+	// stopped at 96-96.5% here, and at 94-95% in tables of a million.
+	if in < 15_975 || in >= 16_384 {
+		t.Fatalf("took %d keys, want 15,975-16,383 (97.5%% of the bound of 16,384 entries and more)", in)
 	}
 	for _, h := range hs[in:] {
 		f.Insert(h, 9) // some may still fit; the refused ones change nothing
@@ -104,8 +107,8 @@ func TestBound(t *testing.T) {
 			t.Fatalf("key #%d: Find = %v after refusals, want [9]", i, got)
 		}
 	}
-	if b := f.Bytes(); b != 4096*4*8 {
-		t.Errorf("Bytes = %d, want %d", b, 4096*4*8)
+	if b := f.Bytes(); b != 16_384*8 {
+		t.Errorf("Bytes = %d, want %d", b, 16_384*8)
 	}
 }
 
