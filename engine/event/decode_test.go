@@ -799,3 +799,23 @@ func TestContentHashGolden(t *testing.T) {
 		})
 	}
 }
+
+func TestIdemKeyLenOK(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		want bool
+	}{
+		{"", false},
+		{"k", true},
+		{strings.Repeat("x", 255), true},
+		{strings.Repeat("x", 256), false},
+		{strings.Repeat("é", 255), true},  // 510 bytes, 255 characters
+		{strings.Repeat("é", 256), false}, // 512 bytes, 256 characters
+		{strings.Repeat("\xff", 255), true},
+		{strings.Repeat("\xff", 256), false}, // each invalid byte counts as one
+	} {
+		if got := idemKeyLenOK([]byte(c.key)); got != c.want {
+			t.Errorf("idemKeyLenOK(%d bytes, %d runes) = %v, want %v", len(c.key), utf8.RuneCountInString(c.key), got, c.want)
+		}
+	}
+}

@@ -320,7 +320,7 @@ func (d *decoder) finishEvent(f *[fCount]rawField, r *eventResult) {
 		r.report(fIdem, msgString)
 	case present:
 		idem = str(fv)
-		if n := utf8.RuneCount(idem); n < 1 || n > MaxIdempotencyKeyLen {
+		if !idemKeyLenOK(idem) {
 			r.report(fIdem, msgIdemKey)
 		}
 	}
@@ -416,6 +416,15 @@ func checkName[T string | []byte](s T) string {
 		}
 	}
 	return ""
+}
+
+// idemKeyLenOK says an idempotency key has 1 to MaxIdempotencyKeyLen
+// characters. A key has at most as many characters as bytes, so only one
+// longer than the bound in bytes is counted: a messageId is 20-60 ASCII
+// bytes, and counting its runes took 10-23 ns, 1-2% of decoding a Segment
+// message.
+func idemKeyLenOK(key []byte) bool {
+	return len(key) > 0 && (len(key) <= MaxIdempotencyKeyLen || utf8.RuneCount(key) <= MaxIdempotencyKeyLen)
 }
 
 // quote renders a key for a message, shortened so a hostile megabyte-long

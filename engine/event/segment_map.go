@@ -191,7 +191,7 @@ func segFinish(data []byte, f *[sgCount]segField, typ SegmentType, env *segEnv, 
 	case wrongType:
 		report(sgMessageID, msgString)
 	case present:
-		if n := utf8.RuneCount(fv.text(data)); n < 1 || n > MaxIdempotencyKeyLen {
+		if !idemKeyLenOK(fv.text(data)) {
 			report(sgMessageID, msgIdemKey)
 		}
 	}
