@@ -17,9 +17,10 @@
 // holds keys of 2^24 consecutive slots at most (36 hours of 128ths of a
 // second).
 //
-// A key is in one of two buckets of eight entries, a cache line each, so a
-// look-up reads two cache lines. The table doubles from a few thousand entries up to its
-// bound; past that Insert says no, and the caller keeps the key elsewhere.
+// A key is in one of two buckets of eight entries, a cache line each, so
+// a look-up reads two cache lines. The table doubles from a few thousand
+// entries up to its bound; past that Insert says no, and the caller keeps
+// the key elsewhere.
 // An insert that fails leaves every entry it moved where it was: the
 // filter never forgets a key it said yes to.
 package slotfilter
