@@ -161,8 +161,8 @@ func (l *lockedBuffer) String() string {
 }
 
 // idempotencyRecords counts the store's idempotency keys, whatever their
-// layout: groups by the 128th of a second (B), one by second (F), by day (H) or before
-// the days (I).
+// layout: groups by the 128th of a second (B), one by second (F), by day
+// (H) or before the days (I).
 func idempotencyRecords(t *testing.T, e *Engine) int {
 	t.Helper()
 	n := 0

@@ -223,8 +223,9 @@ func (b *Batch) addLateKeys(p *pendingLate) {
 }
 
 // AddIdempotency remembers key for keyID in the same atomic write as its
-// event, r.ID, which no other commit may write (idemgroups.go), in the slot r was created in (idemslots.go), or in its day's
-// partition when the filter is full (idempotency.go).
+// event, r.ID, which no other commit may write (idemgroups.go), in the
+// slot r was created in (idemslots.go), or in its day's partition when
+// the filter is full (idempotency.go).
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
 	b.AddIdempotencyHashed(keyID, key, b.db.IdempotencyHash(keyID, key), r)
 }

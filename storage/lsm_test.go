@@ -71,10 +71,10 @@ func (l *compactionLog) fromL0(t *testing.T, mark int, prefix []byte) (kind stri
 // belong to two datasets and two names, interleaved in every commit: each
 // dataset's records and each name's index keys get tables of their own
 // (tablesplit.go), or every flushed table would overlap the last of each
-// below. Two API keys write idempotency keys, kept by the 128th of a second
-// they were created in, a group per commit and API key (idemgroups.go), so a flush
-// of them lies after everything below too. The first flush goes down in
-// one compaction with every other prefix.
+// below. Two API keys write idempotency keys, kept by the 128th of a
+// second they were created in, a group per commit and API key
+// (idemgroups.go), so a flush of them lies after everything below too.
+// The first flush goes down in one compaction with every other prefix.
 func TestFlushedTablesMoved(t *testing.T) {
 	var log compactionLog
 	db := openTestDBWith(t, Options{Events: log.listener()})
