@@ -30,6 +30,9 @@ type Batch struct {
 	// them or gives them to memory (latemem.go).
 	late    []pendingLate
 	maxIDMs int64 // the latest id millisecond added (DB.idCeil)
+	// idemWaited: the batch waited for the idempotency filter's rebuild
+	// (waitIdemFilter).
+	idemWaited bool
 	// keys holds each secondary key family (Z, N, M, J) apart until Commit
 	// appends them to b, family after family (keyFamily), the
 	// idempotency records (recs) in their place.
@@ -227,12 +230,25 @@ func (b *Batch) addLateKeys(p *pendingLate) {
 // slot r was created in (idemslots.go), or in its day's partition when
 // the filter is full (idempotency.go).
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
+	b.waitIdemFilter() // the hash's seed may be the saved filter's
 	b.AddIdempotencyHashed(keyID, key, b.db.IdempotencyHash(keyID, key), r)
+}
+
+// waitIdemFilter waits, once a batch, for Open's rebuild of the filter.
+// A key put in the filter before the rebuild read its committed record
+// would be put in again by the rebuild (a table holding it twice, which a
+// save keeps); the engine's keyed writes already wait for the rebuild.
+func (b *Batch) waitIdemFilter() {
+	if !b.idemWaited {
+		<-b.db.idemSlots.ready
+		b.idemWaited = true
+	}
 }
 
 // AddIdempotencyHashed is AddIdempotency of a key whose IdempotencyHash
 // is h.
 func (b *Batch) AddIdempotencyHashed(keyID, key string, h uint64, r IdemRecord) {
+	b.waitIdemFilter()
 	if b.recs == nil {
 		if b.recs, _ = b.db.pools.idem.Get().(*idemRecords); b.recs == nil {
 			b.recs = new(idemRecords)
