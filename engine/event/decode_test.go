@@ -51,6 +51,19 @@ func checkProblem(t *testing.T, p *Problem, status int, code string, want map[st
 	}
 }
 
+// manyKeys is n distinct members "k0":0 ... of an object, without braces:
+// more than linearKeys, so that duplicates are found through the map.
+func manyKeys(n int) string {
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":0`, i)
+	}
+	return b.String()
+}
+
 func nest(levels int, inner string) string {
 	return strings.Repeat(`{"a":`, levels) + inner + strings.Repeat("}", levels)
 }
@@ -90,6 +103,10 @@ func TestDecodeSingleAccepts(t *testing.T) {
 		{"timestamp escaped", `{"event":"a","timestamp":"2026-01-15T10:30:00\u005a"}`,
 			Input{Name: "a", Timestamp: 1768473000000, HasTimestamp: true}, `{}`},
 		{"single ignores idempotency_key", `{"event":"a","idempotency_key":""}`, Input{Name: "a"}, `{}`},
+		{"keys sharing a print", `{"event":"a","properties":{"abxb":1,"acxb":2,` + manyKeys(20) + `}}`,
+			Input{Name: "a"}, `{"abxb":1,"acxb":2,` + manyKeys(20) + `}`},
+		{"visitor 256 runes after ASCII", `{"event":"a","visitor_id":"abcdefgh` + strings.Repeat("é", 248) + `"}`,
+			Input{Name: "a", VisitorID: "abcdefgh" + strings.Repeat("é", 248), HasVisitor: true}, `{}`},
 		{"del and high runes", "{\"event\":\"a\",\"properties\":{\"x\":\"\x7f\u2028\U0010FFFF\"}}", Input{Name: "a"}, "{\"x\":\"\x7f\u2028\U0010FFFF\"}"},
 	}
 	for _, tt := range tests {
@@ -156,6 +173,11 @@ func TestDecodeSingleRefuses(t *testing.T) {
 		{"dup surrogate escape vs raw", `{"event":"a","properties":{"😀":1,"\ud83d\ude00":1}}`, map[string]string{"properties": "duplicate key"}},
 		{"dup nested deep", `{"event":"a","properties":{"x":[{"y":{"k":1,"k":2}}]}}`, map[string]string{"properties": `duplicate key "k"`}},
 		{"dup in unknown nested", `{"event":"a","ctx":{"k":1,"k":2}}`, map[string]string{"ctx": "duplicate key"}},
+		// abxb and acxb share a print (length, first, middle and last bytes): compared, not equal.
+		{"dup after a shared print", `{"event":"a","properties":{"abxb":1,"acxb":2,"abxb":3}}`, map[string]string{"properties": `duplicate key "abxb"`}},
+		{"dup past the slots", `{"event":"a","properties":{` + manyKeys(20) + `,"k7":0}}`, map[string]string{"properties": `duplicate key "k7"`}},
+		{"visitor 257 after ASCII", `{"event":"a","visitor_id":"abcdefgh` + strings.Repeat("é", 249) + `"}`, map[string]string{"visitor_id": "1-256"}},
+		{"visitor bad UTF-8 after ASCII", "{\"event\":\"a\",\"visitor_id\":\"abcdefgh\xff\"}", map[string]string{"body": "UTF-8"}},
 		{"dup plus other problems", `{"event":"a b","properties":{"k":1,"k":2},"visitor_id":""}`, map[string]string{
 			"event": "alphanumeric", "properties": "duplicate", "visitor_id": "1-256"}},
 	}

@@ -179,7 +179,7 @@ func (d *decoder) decodeEvent(mode int, r *eventResult) bool {
 	d.pos++ // '{'
 	d.ws()
 	base := d.nkeys
-	var m map[string]struct{}
+	var ks keySet
 	if d.next() == '}' {
 		d.pos++
 	} else {
@@ -188,8 +188,7 @@ func (d *decoder) decodeEvent(mode int, r *eventResult) bool {
 			if !ok || !d.colon() {
 				return false
 			}
-			var dup bool
-			m, dup = d.seen(base, key, m)
+			dup := d.seen(base, key, &ks)
 			kind := fieldOf(key, mode)
 			name := ""
 			if kind != fUnknown {
@@ -507,7 +506,7 @@ func DecodeBatch(body []byte) (entries []Entry, sentAt int64, hasSentAt bool, p 
 	d.pos++
 	d.ws()
 	var details map[string]string
-	var m map[string]struct{}
+	var ks keySet
 	var sent rawField
 	sawEvents, badEvents := false, false
 	if d.next() == '}' {
@@ -518,8 +517,7 @@ func DecodeBatch(body []byte) (entries []Entry, sentAt int64, hasSentAt bool, p 
 			if !ok || !d.colon() {
 				return nil, 0, false, bodyProblem(d.syntaxMessage())
 			}
-			var dup bool
-			m, dup = d.seen(0, key, m)
+			dup := d.seen(0, key, &ks)
 			d.hasDup, d.dupKey, d.tooDeep = false, nil, false
 			start := d.pos
 			switch {

@@ -115,7 +115,7 @@ func DecodeSegmentBatchInto(dst []SegmentMessage, body []byte, receivedAtMs int6
 	d.pos++
 	d.ws()
 	var details map[string]string
-	var m map[string]struct{}
+	var ks keySet
 	var env segEnv
 	var pending []segPending
 	sawBatch, badBatch := false, false
@@ -127,8 +127,7 @@ func DecodeSegmentBatchInto(dst []SegmentMessage, body []byte, receivedAtMs int6
 			if !ok || !d.colon() {
 				return nil, bodyProblem(d.syntaxMessage())
 			}
-			var dup bool
-			m, dup = d.seen(0, key, m)
+			dup := d.seen(0, key, &ks)
 			d.hasDup, d.dupKey, d.tooDeep = false, nil, false
 			start := d.pos
 			c := d.next()

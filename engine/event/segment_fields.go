@@ -138,14 +138,13 @@ func (d *decoder) segScan(batch bool, f *[sgCount]segField, details *map[string]
 		d.pos++
 		return true
 	}
-	var m map[string]struct{}
+	var ks keySet
 	for {
 		key, ok := d.key()
 		if !ok || !d.colon() {
 			return false
 		}
-		var dup bool
-		m, dup = d.seen(base, key, m)
+		dup := d.seen(base, key, &ks)
 		kind := segFieldOf(key, batch)
 		start := d.pos
 		d.hasDup, d.dupKey, d.tooDeep = false, nil, false
