@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -211,10 +210,9 @@ func Open(dir string, o Options) (*DB, error) {
 	}()
 	// Bloom filters on every level: idempotency checks and import dedupe are
 	// point lookups that mostly miss, and without a filter each miss reads
-	// an index and a data block per level.
-	for i := range opts.Levels {
-		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
+	// an index and a data block per level. They hold only the keys point
+	// look-ups read (filter.go).
+	setFilters(opts)
 	size := o.CacheSize
 	if size <= 0 {
 		size = DefaultCacheSize
