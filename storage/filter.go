@@ -11,14 +11,17 @@ import (
 // families that are only ever scanned: the name and time indexes (N, J,
 // M), the visitor index (W, V), counters and rollup cells (C, U). Those are
 // most of what a flush or compaction writes besides the records, and a
-// filter of them was built for every table and never read: 3% of eventd's
-// CPU in the batch scenario (docs/benchmarks.md, session 33).
+// filter of them was built for every table and never read (the filters
+// were 3% of eventd's CPU in the batch scenario; docs/benchmarks.md,
+// session 33).
 //
 // A table names its policy, and Pebble reads a table's filter only through
 // the policy of that name (Options.Filters): tables written before keep
 // their whole-key bloom filters, read through bloom.FilterPolicy, until
-// compactions rewrite them. Any change to the families left out needs a new
-// name, or a table's filter would answer "absent" for keys it never held.
+// compactions rewrite them. A family may join scanOnly under the same name
+// (its keys are then answered "may contain" whatever a table's filter
+// holds), but taking one out needs a new name: tables written before would
+// answer "absent" for its keys, which their filters never held.
 type pointFilter struct{ bloom pebble.FilterPolicy }
 
 // filterBitsPerKey is the bloom filters' size: about 1% false positives.
