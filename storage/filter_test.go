@@ -1,11 +1,13 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -48,6 +50,21 @@ func TestPointFilter(t *testing.T) {
 	for _, p := range scanned {
 		if !f.MayContain(pebble.TableFilter, filter, familyKey(p, 5000)) {
 			t.Errorf("%c: a scanned family's key is said absent", p)
+		}
+	}
+	// The last level's filter holds the idempotency seeks' keys alone.
+	last := newIdemSeekFilter()
+	w = last.NewWriter(pebble.TableFilter)
+	for _, p := range []byte{prefixIdemDay, prefixRecord} {
+		for n := range 1000 {
+			w.AddKey(familyKey(p, n))
+		}
+	}
+	filter = w.Finish(nil)
+	for n := range 1000 {
+		if !last.MayContain(pebble.TableFilter, filter, familyKey(prefixIdemDay, n)) ||
+			!last.MayContain(pebble.TableFilter, filter, familyKey(prefixRecord, 5000+n)) {
+			t.Fatal("the last level's filter said absent a key it holds or leaves out")
 		}
 	}
 	// Left out of the filter: a table of scanned keys alone has a filter of
@@ -162,13 +179,70 @@ func TestPointFilterTables(t *testing.T) {
 	if got := policies(); !maps.Equal(got, want) {
 		t.Errorf("tables by level and filter = %v, want %v", got, want)
 	}
+	for n := 0; n < 2000; n += 2 {
+		if err := db.Set(familyKey(prefixIdemDay, n), []byte{prefixIdemDay}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := db.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
 		t.Fatal(err)
 	}
 	for name := range policies() {
-		if name != "L6 " {
-			t.Errorf("after a full compaction a table is %q, want every one in L6 without a filter", name)
+		if name != "L6 eventd.idem-seek-bloom.v1" {
+			t.Errorf("after a full compaction a table is %q, want every one in L6 with the idempotency seeks' filter", name)
 		}
 	}
 	found()
+	// In the last level, an idempotency seek of an absent key is answered
+	// by the filter, as IdemLookup.seek opens its iterators.
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIdemDay}, UpperBound: []byte{prefixIdemDay + 1}, UseL6Filters: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	before := db.Metrics().Filter.Hits
+	for n := 1; n < 2000; n += 2 {
+		if k := familyKey(prefixIdemDay, n); it.SeekPrefixGE(k) && bytes.Equal(it.Key(), k) {
+			t.Fatalf("found an absent key %q", k)
+		}
+	}
+	if hits := db.Metrics().Filter.Hits - before; hits < 900 {
+		t.Errorf("the last level's filter answered %d of 1,000 seeks of absent idempotency keys, want it read", hits)
+	}
+}
+
+// An idempotency look-up of a key never written, in the day layout (a full
+// filter in memory), is answered by the last level's filter once the
+// records are compacted there: IdemLookup's seeks read it.
+func TestIdemLookupLastLevelFilter(t *testing.T) {
+	db := openTestDBWith(t, Options{IdempotencyFilterKeys: -1})
+	now := time.Now().UnixMilli()
+	b := db.NewBatch()
+	for n := range 2000 {
+		b.AddIdempotency("key_1", fmt.Sprintf("msg-%06d", 2*n), IdemRecord{Hash: uint64(n + 1), ID: testID(uint64(n + 1)), CreatedAt: now})
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if err := db.db.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	l, err := db.NewIdemLookup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	before := db.db.Metrics().Filter.Hits
+	for n := range 1000 {
+		if _, err := l.Get("key_1", fmt.Sprintf("msg-%06d", 2*n+1)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("an absent key: %v", err)
+		}
+	}
+	if hits := db.db.Metrics().Filter.Hits - before; hits < 900 {
+		t.Errorf("the last level's filter answered %d of 1,000 look-ups of absent keys, want it read", hits)
+	}
+	if r, err := l.Get("key_1", "msg-000002"); err != nil || r.Hash != 2 {
+		t.Errorf("a stored key: %+v %v", r, err)
+	}
 }

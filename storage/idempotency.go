@@ -238,7 +238,9 @@ func (l *IdemLookup) getDayed(keyID, key string) (IdemRecord, error) {
 func (l *IdemLookup) seek(it **pebble.Iterator, prefix byte) (IdemRecord, error) {
 	if *it == nil {
 		var err error
-		if *it, err = l.db.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}}); err != nil {
+		// UseL6Filters: a key never written is answered by the last
+		// level's filter too (filter.go), not by reading its blocks.
+		if *it, err = l.db.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefix}, UpperBound: []byte{prefix + 1}, UseL6Filters: true}); err != nil {
 			return IdemRecord{}, err
 		}
 	}
