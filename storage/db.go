@@ -208,10 +208,10 @@ func Open(dir string, o Options) (*DB, error) {
 			_ = wake.Close()
 		}
 	}()
-	// Bloom filters on every level: idempotency checks and import dedupe are
-	// point lookups that mostly miss, and without a filter each miss reads
-	// an index and a data block per level. They hold only the keys point
-	// look-ups read (filter.go).
+	// Bloom filters: idempotency checks and import dedupe are point lookups
+	// that mostly miss, and without a filter each miss reads an index and a
+	// data block per level. They hold only the keys point look-ups read, in
+	// the last level those of the idempotency seeks (filter.go).
 	setFilters(opts)
 	size := o.CacheSize
 	if size <= 0 {
