@@ -207,7 +207,7 @@ func Open(cfg Config) (*Engine, error) {
 		n, _ := e.db.IdempotencyFilter()
 		return float64(n)
 	})
-	e.metrics.GaugeFunc("eventd_idempotency_filter_bytes", "Bytes of the idempotency filter's table (16 per key at most).", "", func() float64 {
+	e.metrics.GaugeFunc("eventd_idempotency_filter_bytes", "Bytes of the idempotency filter's tables (16 per key at most).", "", func() float64 {
 		_, b := e.db.IdempotencyFilter()
 		return float64(b)
 	})

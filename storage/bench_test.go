@@ -461,6 +461,35 @@ func BenchmarkIdemSlotsRebuild(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/stored, "ns/key")
 }
 
+// BenchmarkIdemSlotsLoadSaved is a start's read of a saved idempotency
+// filter filled to the default bound (idemsave.go): its checksum's pass
+// over the file and its entries' into the tables. Set-up inserts tens of
+// millions of keys: run it by hand, with -benchtime 3x.
+func BenchmarkIdemSlotsLoadSaved(b *testing.B) {
+	db := openTestDB(b, "")
+	<-db.IdempotencyReady()
+	f := db.idemSlots.filter
+	r := rand.New(rand.NewPCG(1, 2))
+	slot := idemSlot(time.Now().UnixMilli())
+	for f.Insert(r.Uint64(), slot) {
+	}
+	if err := db.saveIdemSlots(); err != nil {
+		b.Fatal(err)
+	}
+	keys := f.Len()
+	b.ResetTimer()
+	for b.Loop() {
+		db.idemSlots = newIdemSlots(0)
+		_, ok, err := db.loadSavedIdemSlots()
+		close(db.idemSlots.ready) // for Close
+		if !ok || err != nil || db.idemSlots.filter.Len() != keys {
+			b.Fatal(ok, err, db.idemSlots.filter.Len(), keys)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(keys), "ns/key")
+	b.ReportMetric(float64(keys), "keys")
+}
+
 // storeIdem stores n idempotency records of key_1, record j created at
 // and keyed as rec(j) says, in batches of 1,000, and flushes them.
 func storeIdem(b *testing.B, db *DB, n int, rec func(j int) (created int64, key string)) {

@@ -223,9 +223,10 @@ func TestIdemSlotsRebuildRefused(t *testing.T) {
 // crash reads the last save and the records from its floor on; a record
 // older than the floor written after the save went to the day layout.
 // A save that does not check out is ignored, as is one of version 1
-// (24-bit seconds) or 2 (17-bit seconds).
+// (24-bit seconds), 2 (17-bit seconds) or 3 (buckets of four); one of
+// version 4 (one table, no count of them) is read.
 func TestIdemSlotsSaved(t *testing.T) {
-	db := openTestDB(t, "")
+	db := openTestDBWith(t, Options{IdempotencyFilterKeys: 16 << 20}) // one table, as a save of version 4 held
 	now := time.Now().UnixMilli()
 	old := keyNames("old", 3000)
 	putIdem(t, db.DB, "key", now-2*hourMs, old...)
@@ -274,6 +275,23 @@ func TestIdemSlotsSaved(t *testing.T) {
 		return file
 	}
 	v1, v2, v3 := version(1), version(2), version(3)
+	// Version 4: the head's count is the one table's size, and no sizes
+	// follow the entries.
+	v4 := append([]byte(nil), saved[:idemFileHead-4]...)
+	v4[7] = idemFileV4
+	v4 = append(v4, saved[len(saved)-8:len(saved)-4]...)
+	v4 = append(v4, saved[idemFileHead:len(saved)-8]...)
+	v4 = binary.LittleEndian.AppendUint32(v4, crc32.Checksum(v4, crcTable))
+	db.close(t)
+	if err := os.WriteFile(path, v4, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db = db.reopen(t)
+	waitIdem(t, db.DB)
+	if !db.idemSlots.fromSave || db.idemSlots.read != 1 {
+		t.Errorf("with a save of version 4: from a save %v, %d records read; want the save and the one after it", db.idemSlots.fromSave, db.idemSlots.read)
+	}
+	checkIdem(t, db.DB, "with a save of version 4", "key", want)
 	// A damaged save: the same.
 	saved[len(saved)/2] ^= 1
 	for _, c := range []struct {
@@ -291,4 +309,56 @@ func TestIdemSlotsSaved(t *testing.T) {
 		}
 		checkIdem(t, db.DB, "with "+c.name, "key", want)
 	}
+}
+
+// TestIdemSlotsSavedTables: a filter of several tables (a bound past one
+// table's) is saved and read back whole; a start under a bound of another
+// number of tables rebuilds from the records, and so does one whose save
+// names more tables than its length holds.
+func TestIdemSlotsSavedTables(t *testing.T) {
+	db := openTestDBWith(t, Options{IdempotencyFilterKeys: 40 << 20})
+	if n := db.idemSlots.filter.Tables(); n != 3 {
+		t.Fatalf("%d tables for 40 M keys, want 3", n)
+	}
+	now := time.Now().UnixMilli()
+	keys := keyNames("k", 3000)
+	putIdem(t, db.DB, "key", now-hourMs, keys...)
+	want := map[string]int64{"never": 0}
+	for _, k := range keys {
+		want[k] = now - hourMs
+	}
+	db = db.reopen(t)
+	waitIdem(t, db.DB)
+	if !db.idemSlots.fromSave || db.idemSlots.read != 0 || db.idemSlots.filter.Len() != 3000 {
+		t.Fatalf("three tables after a clean close: from a save %v, %d records read, %d keys; want the save alone, 3,000 keys", db.idemSlots.fromSave, db.idemSlots.read, db.idemSlots.filter.Len())
+	}
+	checkIdem(t, db.DB, "three tables from the save", "key", want)
+
+	path := filepath.Join(db.dir, idemFilterFile)
+	db.close(t)
+	saved, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db = openTestDBIn(t, db.dir, Options{}) // one table
+	waitIdem(t, db.DB)
+	if db.idemSlots.fromSave || db.idemSlots.read != 3000 {
+		t.Errorf("one table from a save of three: from a save %v, %d records read; want all 3,000", db.idemSlots.fromSave, db.idemSlots.read)
+	}
+	checkIdem(t, db.DB, "one table from a save of three", "key", want)
+
+	// A count of tables past the file's length, checksum and all.
+	db.close(t)
+	binary.LittleEndian.PutUint32(saved[idemFileHead-4:], 1<<15)
+	body := saved[:len(saved)-4]
+	binary.LittleEndian.PutUint32(saved[len(body):], crc32.Checksum(body, crcTable))
+	if err := os.WriteFile(path, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db = openTestDBIn(t, db.dir, Options{IdempotencyFilterKeys: 40 << 20})
+	waitIdem(t, db.DB)
+	if db.idemSlots.fromSave || db.idemSlots.read != 3000 {
+		t.Errorf("a save naming 32,768 tables: from a save %v, %d records read; want all 3,000", db.idemSlots.fromSave, db.idemSlots.read)
+	}
+	checkIdem(t, db.DB, "a save naming 32,768 tables", "key", want)
 }

@@ -84,36 +84,113 @@ func TestFalseHits(t *testing.T) {
 
 // TestBound: past its bound the filter refuses keys and forgets none.
 func TestBound(t *testing.T) {
-	f := New(10_000) // 2,048 buckets: 16,384 entries
-	hs := hashes(t, 4, 20_000)
-	in := 0
-	for _, h := range hs {
-		if !f.Insert(h, 9) {
-			break
-		}
-		in++
+	tests := []struct {
+		name    string
+		f       *Filter
+		entries int // at the bound
+	}{
+		{"one table", New(10_000), 16_384},                      // 2,048 buckets
+		{"three tables", newFilter(40_000, 16_384), 3 * 16_384}, // of 2,048 buckets each
 	}
-	// Buckets of eight take keys past 97.5% of the bound before an insert
-	// runs out of moves (98.6-99% with three seeds); buckets of four
-	// stopped at 96-96.5% here, and at 94-95% in tables of a million.
-	if in < 15_975 || in >= 16_384 {
-		t.Fatalf("took %d keys, want 15,975-16,383 (97.5%% of the bound of 16,384 entries and more)", in)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.f
+			hs := hashes(t, 4, 2*tt.entries)
+			in := 0
+			for _, h := range hs {
+				if !f.Insert(h, 9) {
+					break
+				}
+				in++
+			}
+			// Buckets of eight take keys past 97.5% of the bound before an
+			// insert runs out of moves (98.6-99% with three seeds); buckets
+			// of four stopped at 96-96.5% here, and at 94-95% in tables of
+			// a million. Of several tables, the first to fill refuses its
+			// keys a little sooner, the others' share not yet full.
+			if low := tt.entries * 975 / 1000; in < low || in >= tt.entries {
+				t.Fatalf("took %d keys, want %d-%d (97.5%% of the bound of %d entries and more)", in, low, tt.entries-1, tt.entries)
+			}
+			// A table that refused a key refuses the next ones at once
+			// (others' tables may still take theirs).
+			full := f.of(hs[in])
+			for _, h := range hs[in:] {
+				if f.Insert(h, 9) && f.of(h) == full {
+					t.Fatal("a full table took a key after refusing one")
+				}
+			}
+			for i, h := range hs[:in] {
+				if got := f.Find(h, 9, nil); !slices.Equal(got, []uint64{9}) {
+					t.Fatalf("key #%d: Find = %v after refusals, want [9]", i, got)
+				}
+			}
+			if b := f.Bytes(); b != tt.entries*8 {
+				t.Errorf("Bytes = %d, want %d", b, tt.entries*8)
+			}
+			// Once expired entries make room, it takes keys again.
+			f.Expire(10, 10)
+			if !f.Insert(hs[in], 10) {
+				t.Error("Insert refused after Expire emptied the table")
+			}
+		})
 	}
-	for _, h := range hs[in:] {
-		f.Insert(h, 9) // some may still fit; the refused ones change nothing
+}
+
+// TestTables: a filter past one table's bound is several, each holding
+// its share of the keys, a key in the table its hash's low bits pick.
+func TestTables(t *testing.T) {
+	tests := []struct {
+		maxKeys, tableKeys, tables int
+	}{
+		{16 << 20, maxTableKeys, 1}, // one table at its largest
+		{64 << 20, maxTableKeys, 4}, // the default (storage.DefaultIdempotencyFilterKeys)
+		{16<<20 + 1, maxTableKeys, 2},
+		{100 << 20, maxTableKeys, 7},
+		{40_000, 16_384, 3},
+		{1 << 20, 16_384, 64},
 	}
-	for i, h := range hs[:in] {
-		if got := f.Find(h, 9, nil); !slices.Equal(got, []uint64{9}) {
-			t.Fatalf("key #%d: Find = %v after refusals, want [9]", i, got)
-		}
-	}
-	if b := f.Bytes(); b != 16_384*8 {
-		t.Errorf("Bytes = %d, want %d", b, 16_384*8)
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%d keys, tables of %d", tt.maxKeys, tt.tableKeys), func(t *testing.T) {
+			f := newFilter(tt.maxKeys, tt.tableKeys)
+			if f.Tables() != tt.tables {
+				t.Fatalf("Tables = %d, want %d", f.Tables(), tt.tables)
+			}
+			hs := hashes(t, 12, min(tt.maxKeys*9/10, 200_000))
+			for i, h := range hs {
+				if !f.Insert(h, uint64(i)) {
+					t.Fatalf("Insert #%d refused below the bound", i)
+				}
+			}
+			f.Touch(hs)
+			for i, h := range hs {
+				if got := f.Find(h, uint64(len(hs)), nil); !slices.Equal(got, []uint64{uint64(i)}) {
+					t.Fatalf("key #%d: Find = %v, want [%d]", i, got, i)
+				}
+				if got := f.of(h).find(h, uint64(len(hs)), nil); len(got) != 1 {
+					t.Fatalf("key #%d not in the table its hash picks", i)
+				}
+			}
+			// Each table's share is within 10% of an even one.
+			even := len(hs) / tt.tables
+			for i, tb := range f.tables {
+				if n := tb.keys(); n < even*9/10 || n > even*11/10 {
+					t.Errorf("table %d holds %d keys, want about %d", i, n, even)
+				}
+			}
+			if f.Len() != len(hs) {
+				t.Errorf("Len = %d, want %d", f.Len(), len(hs))
+			}
+		})
 	}
 }
 
 func TestExpire(t *testing.T) {
-	f := New(1 << 16)
+	for _, f := range []*Filter{New(1 << 16), newFilter(1<<16, 16_384)} {
+		t.Run(fmt.Sprintf("%d tables", f.Tables()), func(t *testing.T) { testExpire(t, f) })
+	}
+}
+
+func testExpire(t *testing.T, f *Filter) {
 	hs := hashes(t, 5, 10_000)
 	// Slots 100 to 199; hi is past the stored bits' wrap to show that
 	// slots are read back relative to it.
@@ -274,51 +351,105 @@ func TestGrowWhileInserting(t *testing.T) {
 	}
 }
 
-// TestSaveRestore: a saved table restored into another filter finds the
-// same keys and keeps the floor, under which inserts are refused from the
-// save on; a table that does not fit the bound is not restored.
-func TestSaveRestore(t *testing.T) {
-	f := New(1 << 16)
-	hs := hashes(t, 10, 20_000)
-	for i, h := range hs {
-		f.Insert(h, 10+uint64(i%10))
+// saved is what Save passed on: each table's entries.
+type saved [][]uint64
+
+// save is f.Save(floor)'s tables.
+func save(t *testing.T, f *Filter, floor uint64) saved {
+	t.Helper()
+	var s saved
+	if err := f.Save(floor, func(e []uint64) error { s = append(s, e); return nil }); err != nil {
+		t.Fatal(err)
 	}
-	saved := f.Save(15)
-	if f.Insert(hs[0]^1, 14) {
-		t.Error("Insert below the floor taken after Save")
+	return s
+}
+
+// restore is g.Restore of s, read in order; with failAt >= 0 the read
+// fails at that entry.
+func (s saved) restore(g *Filter, floor uint64, failAt int) bool {
+	var sizes []int
+	var all []uint64
+	for _, e := range s {
+		sizes = append(sizes, len(e))
+		all = append(all, e...)
 	}
-	if !f.Insert(hs[0]^1, 15) {
-		t.Error("Insert at the floor refused after Save")
-	}
-	g := New(1 << 16)
-	restore := func(g *Filter, saved []uint64) bool {
-		return g.Restore(len(saved), func(i int) uint64 { return saved[i] }, 15)
-	}
-	if !restore(g, saved) {
-		t.Fatal("Restore refused a table of the same bound")
-	}
-	if g.Len() != len(hs) {
-		t.Errorf("restored Len = %d, want %d", g.Len(), len(hs))
-	}
-	for i, h := range hs {
-		if got := g.Find(h, 19, nil); !slices.Equal(got, []uint64{10 + uint64(i%10)}) {
-			t.Fatalf("key #%d: Find = %v after Restore", i, got)
+	i := 0
+	return g.Restore(sizes, func() (uint64, bool) {
+		if i == failAt || i >= len(all) {
+			return 0, false
 		}
+		i++
+		return all[i-1], true
+	}, floor)
+}
+
+// TestSaveRestore: saved tables restored into another filter find the
+// same keys and keep the floor, under which inserts are refused from the
+// save on; tables that do not fit the filter's, or cannot be read, are
+// not restored.
+func TestSaveRestore(t *testing.T) {
+	tests := []struct {
+		name string
+		new  func() *Filter
+	}{
+		{"one table", func() *Filter { return New(1 << 16) }},
+		{"three tables", func() *Filter { return newFilter(40_000, 16_384) }},
 	}
-	if g.Insert(hs[1]^1, 14) {
-		t.Error("Insert below the restored floor taken")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := tt.new()
+			hs := hashes(t, 10, 20_000)
+			for i, h := range hs {
+				f.Insert(h, 10+uint64(i%10))
+			}
+			s := save(t, f, 15)
+			if len(s) != f.Tables() {
+				t.Fatalf("Save passed on %d tables, want %d", len(s), f.Tables())
+			}
+			if f.Insert(hs[0]^1, 14) {
+				t.Error("Insert below the floor taken after Save")
+			}
+			if !f.Insert(hs[0]^1, 15) {
+				t.Error("Insert at the floor refused after Save")
+			}
+			g := tt.new()
+			if s.restore(g, 15, len(hs)) {
+				t.Fatal("Restore took tables it could not read to the end")
+			}
+			if g.Len() != 0 {
+				t.Fatalf("a refused Restore left %d keys", g.Len())
+			}
+			if !s.restore(g, 15, -1) {
+				t.Fatal("Restore refused tables of the same bound")
+			}
+			if g.Len() != len(hs) {
+				t.Errorf("restored Len = %d, want %d", g.Len(), len(hs))
+			}
+			for i, h := range hs {
+				if got := g.Find(h, 19, nil); !slices.Equal(got, []uint64{10 + uint64(i%10)}) {
+					t.Fatalf("key #%d: Find = %v after Restore", i, got)
+				}
+			}
+			if g.Insert(hs[1]^1, 14) {
+				t.Error("Insert below the restored floor taken")
+			}
+			if s.restore(New(1000), 15, -1) {
+				t.Error("Restore took tables larger than the bound or of another number")
+			}
+			if s.restore(g, 15, -1) {
+				t.Error("Restore into a filter that holds keys")
+			}
+		})
 	}
-	if restore(New(1000), saved) {
-		t.Error("Restore took a table larger than the bound")
-	}
-	if restore(g, saved) {
-		t.Error("Restore into a filter that holds keys")
+	one, three := New(1<<16), newFilter(40_000, 16_384)
+	if save(t, one, 1).restore(newFilter(40_000, 16_384), 1, -1) || save(t, three, 1).restore(New(1<<16), 1, -1) {
+		t.Error("Restore took tables saved by a filter of another number of them")
 	}
 }
 
-// BenchmarkSaveAtBound is the pause a save takes at the default bound
-// (16 M keys, 128 MiB): the copy of the table under the lock. The expiry's
-// pass, under the lock too, is reported as expire-ns.
+// BenchmarkSaveAtBound is the pause a save takes for a table at its
+// largest (16 M keys, 128 MiB): the copy of the table under its lock. The
+// expiry's pass, under the lock too, is reported as expire-ns.
 func BenchmarkSaveAtBound(b *testing.B) {
 	f := New(16 << 20)
 	r := rand.New(rand.NewPCG(11, 1))
@@ -326,7 +457,7 @@ func BenchmarkSaveAtBound(b *testing.B) {
 	}
 	b.ResetTimer()
 	for b.Loop() {
-		_ = f.Save(1)
+		_ = f.Save(1, func([]uint64) error { return nil })
 	}
 	start := time.Now()
 	f.Expire(1, 5)
