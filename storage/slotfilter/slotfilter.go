@@ -35,6 +35,9 @@ type Filter struct {
 	// so a save, an expiry or a doubling pauses one table's keys at a
 	// time.
 	tables []*table
+	// touched keeps Touch's reads from being compiled away; written
+	// holding every table's lock.
+	touched uint64
 }
 
 // New is a filter that holds up to about maxKeys keys (at least 4,096):
@@ -80,11 +83,24 @@ func (f *Filter) Find(h uint64, hi uint64, dst []uint64) []uint64 {
 // Insert takes a table's lock, an atomic instruction that waits for the
 // memory reads before it: one after the other, a large table's look-ups
 // wait for a cache miss or two each (some 200 ns in a keyed batch). Here
-// the reads of all the buckets of a table go out together.
+// the reads of all the buckets go out together, every table's lock taken
+// first (table by table, each lock waited for the reads before it: a
+// keyed batch's look-ups and inserts at half load 105-132 ns a key
+// against 77 for one table, BenchmarkBatch).
 func (f *Filter) Touch(hs []uint64) {
+	for _, t := range f.tables {
+		t.mu.Lock()
+	}
 	n := len(f.tables)
-	for i, t := range f.tables {
-		t.touch(hs, i, n)
+	var sum uint64
+	for _, h := range hs {
+		t := f.tables[pick(h, n)]
+		b1, b2 := index(tag(h), len(t.buckets)-1)
+		sum += t.buckets[b1][0] + t.buckets[b2][0]
+	}
+	f.touched += sum
+	for _, t := range f.tables {
+		t.mu.Unlock()
 	}
 }
 

@@ -248,44 +248,52 @@ func BenchmarkFind(b *testing.B) {
 }
 
 // BenchmarkBatch is a keyed batch's look-ups and inserts of 100 new keys
-// in a table of 8 million entries at two loads, as the key actor and the
-// shard make them, with and without Touch first.
+// in 8 million entries, one table or four, at two loads, as the key actor
+// and the shard make them, with and without Touch first.
 func BenchmarkBatch(b *testing.B) {
-	for _, load := range []float64{0.5, 0.8} {
-		for _, touch := range []bool{false, true} {
-			b.Run(fmt.Sprintf("load=%v/touch=%v", load, touch), func(b *testing.B) {
-				f := New(1 << 24)
-				r := rand.New(rand.NewPCG(6, 1))
-				f.Reserve(4 << 20) // 2^21 buckets, 8 million entries
-				for range int(load * (8 << 20)) {
-					f.Insert(r.Uint64(), 1)
-				}
-				hs := make([]uint64, 100)
-				var buf []uint64
-				b.ResetTimer()
-				for range b.N / len(hs) {
-					for i := range hs {
-						hs[i] = r.Uint64()
-					}
-					if touch {
-						f.Touch(hs)
-					}
-					for _, h := range hs {
-						buf = f.Find(h, 2, buf[:0])
-					}
-					if touch {
-						f.Touch(hs)
-					}
-					for _, h := range hs {
-						f.Insert(h, 2)
-					}
-					if f.Len() > int(load*(8<<20))+(100<<10) {
-						b.StopTimer()
-						f.Expire(2, 2) // back to the load measured
-						b.StartTimer()
-					}
-				}
-			})
+	for _, tables := range []int{1, 4} {
+		for _, load := range []float64{0.5, 0.8} {
+			for _, touch := range []bool{false, true} {
+				b.Run(fmt.Sprintf("tables=%d/load=%v/touch=%v", tables, load, touch), func(b *testing.B) {
+					benchmarkBatch(b, tables, load, touch)
+				})
+			}
+		}
+	}
+}
+
+func benchmarkBatch(b *testing.B, tables int, load float64, touch bool) {
+	f := newFilter(8<<20, 8<<20/tables)
+	r := rand.New(rand.NewPCG(6, 1))
+	f.Reserve(4 << 20) // 2^20 buckets in all, 8 million entries
+	// The load at slot 3, the batches' keys at slot 2, which Expire(3, 3)
+	// removes alone.
+	for range int(load * (8 << 20)) {
+		f.Insert(r.Uint64(), 3)
+	}
+	hs := make([]uint64, 100)
+	var buf []uint64
+	b.ResetTimer()
+	for range b.N / len(hs) {
+		for i := range hs {
+			hs[i] = r.Uint64()
+		}
+		if touch {
+			f.Touch(hs)
+		}
+		for _, h := range hs {
+			buf = f.Find(h, 3, buf[:0])
+		}
+		if touch {
+			f.Touch(hs)
+		}
+		for _, h := range hs {
+			f.Insert(h, 2)
+		}
+		if f.Len() > int(load*(8<<20))+(100<<10) {
+			b.StopTimer()
+			f.Expire(3, 3) // back to the load measured
+			b.StartTimer()
 		}
 	}
 }

@@ -62,8 +62,6 @@ type table struct {
 	// resizing is held while a larger table is built, and by expire, whose
 	// removals the copy being rehashed would not see.
 	resizing sync.Mutex
-	// touched keeps touch's reads from being compiled away.
-	touched uint64
 }
 
 // placer is what placing an entry needs besides the table.
@@ -322,22 +320,6 @@ func (f *table) find(h uint64, hi uint64, dst []uint64) []uint64 {
 		}
 	}
 	return dst
-}
-
-// touch reads the buckets of the hashes of hs that are of this table,
-// table i of n (Filter.Touch).
-func (f *table) touch(hs []uint64, i, n int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	mask := len(f.buckets) - 1
-	var sum uint64
-	for _, h := range hs {
-		if n == 1 || pick(h, n) == i {
-			b1, b2 := index(tag(h), mask)
-			sum += f.buckets[b1][0] + f.buckets[b2][0]
-		}
-	}
-	f.touched += sum
 }
 
 // slotOf is e's slot: the latest at or before hi with e's low bits.
