@@ -15,14 +15,15 @@ import (
 // The idempotency filter (idemslots.go) is saved in the store's directory
 // every Options.IdempotencyFilterSave and at Close, so that a start reads
 // it and replays only the records of the seconds since, instead of every
-// record's key: 0.5-0.8 µs a key, 13 s at the default bound, which keyed
-// writes wait for.
+// record's key: 0.5-0.8 µs a key, 35-55 s at the default bound, which
+// keyed writes wait for.
 //
-// A save raises the filter's floor, the lowest slot it takes, to its
-// clock less idemSaveMargin, then copies the table. Every key inserted
-// after the copy is of a slot at or above the floor, and a record of an
-// earlier slot goes to the day layout instead, so the copy and the
-// records from the floor on find every record. The file is derived data:
+// A save raises each table's floor, the lowest slot it takes, to its
+// clock less idemSaveMargin, then copies the table, one table after the
+// other. Every key inserted after a table's copy is of a slot at or above
+// the floor, and a record of an earlier slot goes to the day layout
+// instead, so the copies and the records from the floor on find every
+// record. The file is derived data:
 // without it, or with one that does not check out, a start reads every
 // record as before.
 
@@ -36,8 +37,8 @@ const idemSaveMargin = 60 * idemSlotsPerSecond // a minute
 
 // DefaultIdempotencyFilterSave is how often the filter is saved when
 // Options.IdempotencyFilterSave is 0: a start then replays at most about
-// eleven minutes of keyed writes. A save copies the table (61 ms at the
-// bound, holding keyed writes) and writes it.
+// eleven minutes of keyed writes. A save copies each table (61 ms for the
+// largest, holding its keyed writes) and writes it.
 const DefaultIdempotencyFilterSave = 10 * time.Minute
 
 // idemFileMagic starts the file; the version is its last byte: 5 since
