@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -488,6 +492,56 @@ func BenchmarkIdemSlotsLoadSaved(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(keys), "ns/key")
 	b.ReportMetric(float64(keys), "keys")
+}
+
+// BenchmarkIdemSaveBesideSyncs saves an idempotency filter filled to the
+// default bound (512 MiB) while another file of the store's directory is
+// appended to and fdatasynced every 300 µs, as the WAL is, and reports
+// those syncs' latencies during the saves: what a save costs the commits
+// beside it. Set-up inserts tens of millions of keys: run it by hand,
+// with -benchtime 4x.
+func BenchmarkIdemSaveBesideSyncs(b *testing.B) {
+	db := openTestDB(b, "")
+	<-db.IdempotencyReady()
+	f := db.idemSlots.filter
+	r := rand.New(rand.NewPCG(1, 2))
+	slot := idemSlot(time.Now().UnixMilli())
+	for f.Insert(r.Uint64(), slot) {
+	}
+	wal, err := os.Create(filepath.Join(db.dir, "wal-beside"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wal.Close()
+	var stop atomic.Bool
+	lats := make(chan []time.Duration)
+	go func() {
+		buf := make([]byte, 8192)
+		var lat []time.Duration
+		for !stop.Load() {
+			start := time.Now()
+			if _, err := wal.Write(buf); err == nil {
+				_ = wal.Sync()
+			}
+			lat = append(lat, time.Since(start))
+			time.Sleep(300 * time.Microsecond)
+		}
+		lats <- lat
+	}()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := db.saveIdemSlots(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	stop.Store(true)
+	lat := <-lats
+	slices.Sort(lat)
+	at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(at(0.99), "sync-p99-µs")
+	b.ReportMetric(at(0.999), "sync-p99.9-µs")
+	b.ReportMetric(at(1), "sync-max-µs")
 }
 
 // storeIdem stores n idempotency records of key_1, record j created at
