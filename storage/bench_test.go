@@ -495,11 +495,10 @@ func BenchmarkIdemSlotsLoadSaved(b *testing.B) {
 }
 
 // BenchmarkIdemSaveBesideSyncs saves an idempotency filter filled to the
-// default bound (512 MiB) while another file of the store's directory is
-// appended to and fdatasynced every 300 µs, as the WAL is, and reports
-// those syncs' latencies during the saves: what a save costs the commits
-// beside it. Set-up inserts tens of millions of keys: run it by hand,
-// with -benchtime 4x.
+// default bound (512 MiB) beside a WAL's syncs (syncsBeside) and reports
+// their latencies during the saves: what a save costs the commits beside
+// it. Set-up inserts tens of millions of keys: run it by hand, with
+// -benchtime 4x.
 func BenchmarkIdemSaveBesideSyncs(b *testing.B) {
 	db := openTestDB(b, "")
 	<-db.IdempotencyReady()
@@ -508,11 +507,57 @@ func BenchmarkIdemSaveBesideSyncs(b *testing.B) {
 	slot := idemSlot(time.Now().UnixMilli())
 	for f.Insert(r.Uint64(), slot) {
 	}
-	wal, err := os.Create(filepath.Join(db.dir, "wal-beside"))
+	syncs := syncsBeside(b, db.dir)
+	b.ResetTimer()
+	for b.Loop() {
+		if err := db.saveIdemSlots(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	syncs()
+}
+
+// BenchmarkVisitorTablesBesideSyncs writes the tables of a visitor-memory
+// day at its default bound (4 M entries of UUID visitors), as a seal or a
+// split does, beside a WAL's syncs (syncsBeside).
+func BenchmarkVisitorTablesBesideSyncs(b *testing.B) {
+	db := openTestDB(b, "")
+	m := newVisitorMem(0, &inflight{})
+	md := newMemDay()
+	const n = DefaultVisitorMemory
+	for i := range n {
+		h1, h2 := uint64(i)*0x9E3779B97F4A7C15, uint64(i+1)*0xC2B2AE3D27D4EB4F
+		v := memVisitor{1, fmt.Sprintf("%08x-%04x-4%03x-a%03x-%012x", uint32(h1), uint16(h1>>32), uint16(h1>>48)&0xfff, uint16(h2)&0xfff, h2>>16)}
+		md.add(m.hash(v), v, memEntry{ts: int64(i), id: testID(uint64(i))})
+	}
+	snap := md.snapshot()
+	syncs := syncsBeside(b, db.dir)
+	b.ResetTimer()
+	for b.Loop() {
+		paths, _, err := db.writeVisitorTables(20_000, snap, []string{"e"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range paths {
+			if err := db.fs.Remove(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	syncs()
+}
+
+// syncsBeside appends 8 KiB to a file of dir and fdatasyncs it every
+// 300 µs, as the WAL does, until the function it returns is called, which
+// reports the syncs' p99, p99.9 and maximum latency.
+func syncsBeside(b *testing.B, dir string) func() {
+	b.Helper()
+	wal, err := os.Create(filepath.Join(dir, "wal-beside"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer wal.Close()
 	var stop atomic.Bool
 	lats := make(chan []time.Duration)
 	go func() {
@@ -528,20 +573,16 @@ func BenchmarkIdemSaveBesideSyncs(b *testing.B) {
 		}
 		lats <- lat
 	}()
-	b.ResetTimer()
-	for b.Loop() {
-		if err := db.saveIdemSlots(); err != nil {
-			b.Fatal(err)
-		}
+	return func() {
+		stop.Store(true)
+		lat := <-lats
+		_ = wal.Close()
+		slices.Sort(lat)
+		at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) }
+		b.ReportMetric(at(0.99), "sync-p99-µs")
+		b.ReportMetric(at(0.999), "sync-p99.9-µs")
+		b.ReportMetric(at(1), "sync-max-µs")
 	}
-	b.StopTimer()
-	stop.Store(true)
-	lat := <-lats
-	slices.Sort(lat)
-	at := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) }
-	b.ReportMetric(at(0.99), "sync-p99-µs")
-	b.ReportMetric(at(0.999), "sync-p99.9-µs")
-	b.ReportMetric(at(1), "sync-max-µs")
 }
 
 // storeIdem stores n idempotency records of key_1, record j created at
