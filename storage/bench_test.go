@@ -470,13 +470,8 @@ func BenchmarkIdemSlotsRebuild(b *testing.B) {
 // over the file and its entries' into the tables. Set-up inserts tens of
 // millions of keys: run it by hand, with -benchtime 3x.
 func BenchmarkIdemSlotsLoadSaved(b *testing.B) {
-	db := openTestDB(b, "")
-	<-db.IdempotencyReady()
+	db := openFullIdemFilter(b)
 	f := db.idemSlots.filter
-	r := rand.New(rand.NewPCG(1, 2))
-	slot := idemSlot(time.Now().UnixMilli())
-	for f.Insert(r.Uint64(), slot) {
-	}
 	if err := db.saveIdemSlots(); err != nil {
 		b.Fatal(err)
 	}
@@ -500,13 +495,7 @@ func BenchmarkIdemSlotsLoadSaved(b *testing.B) {
 // it. Set-up inserts tens of millions of keys: run it by hand, with
 // -benchtime 4x.
 func BenchmarkIdemSaveBesideSyncs(b *testing.B) {
-	db := openTestDB(b, "")
-	<-db.IdempotencyReady()
-	f := db.idemSlots.filter
-	r := rand.New(rand.NewPCG(1, 2))
-	slot := idemSlot(time.Now().UnixMilli())
-	for f.Insert(r.Uint64(), slot) {
-	}
+	db := openFullIdemFilter(b)
 	syncs := syncsBeside(b, db.dir)
 	b.ResetTimer()
 	for b.Loop() {
@@ -547,6 +536,19 @@ func BenchmarkVisitorTablesBesideSyncs(b *testing.B) {
 	}
 	b.StopTimer()
 	syncs()
+}
+
+// openFullIdemFilter is a store whose idempotency filter holds random
+// keys up to its default bound (65 M).
+func openFullIdemFilter(b *testing.B) testDB {
+	b.Helper()
+	db := openTestDB(b, "")
+	<-db.IdempotencyReady()
+	r := rand.New(rand.NewPCG(1, 2))
+	slot := idemSlot(time.Now().UnixMilli())
+	for db.idemSlots.filter.Insert(r.Uint64(), slot) {
+	}
+	return db
 }
 
 // syncsBeside appends 8 KiB to a file of dir and fdatasyncs it every

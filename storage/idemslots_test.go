@@ -253,12 +253,7 @@ func TestIdemSlotsSaved(t *testing.T) {
 	putIdem(t, db.DB, "key", now, "after")
 	putIdem(t, db.DB, "key", now-hourMs, "late") // below the floor: by day
 	want["after"], want["late"] = now, now-hourMs
-	db.close(t)
-	if err := os.WriteFile(path, saved, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	db = db.reopen(t)
-	waitIdem(t, db.DB)
+	db = reopenWithSave(t, db, path, saved)
 	if !db.idemSlots.fromSave || db.idemSlots.read != 1 {
 		t.Errorf("after a crash: from a save %v, %d records read; want the save and the one after it", db.idemSlots.fromSave, db.idemSlots.read)
 	}
@@ -282,12 +277,7 @@ func TestIdemSlotsSaved(t *testing.T) {
 	v4 = append(v4, saved[len(saved)-8:len(saved)-4]...)
 	v4 = append(v4, saved[idemFileHead:len(saved)-8]...)
 	v4 = binary.LittleEndian.AppendUint32(v4, crc32.Checksum(v4, crcTable))
-	db.close(t)
-	if err := os.WriteFile(path, v4, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	db = db.reopen(t)
-	waitIdem(t, db.DB)
+	db = reopenWithSave(t, db, path, v4)
 	if !db.idemSlots.fromSave || db.idemSlots.read != 1 {
 		t.Errorf("with a save of version 4: from a save %v, %d records read; want the save and the one after it", db.idemSlots.fromSave, db.idemSlots.read)
 	}
@@ -298,12 +288,7 @@ func TestIdemSlotsSaved(t *testing.T) {
 		name string
 		file []byte
 	}{{"a save of version 1", v1}, {"a save of version 2", v2}, {"a save of version 3", v3}, {"a damaged save", saved}} {
-		db.close(t)
-		if err := os.WriteFile(path, c.file, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		db = db.reopen(t)
-		waitIdem(t, db.DB)
+		db = reopenWithSave(t, db, path, c.file)
 		if db.idemSlots.fromSave || db.idemSlots.read != 3001 {
 			t.Errorf("with %s: from a save %v, %d records read; want all 3,001 kept by second", c.name, db.idemSlots.fromSave, db.idemSlots.read)
 		}
@@ -340,7 +325,7 @@ func TestIdemSlotsSavedTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db = openTestDBIn(t, db.dir, Options{}) // one table
+	db = openTestDBIn(t, db.dir, Options{IdempotencyFilterKeys: 16 << 20}) // one table
 	waitIdem(t, db.DB)
 	if db.idemSlots.fromSave || db.idemSlots.read != 3000 {
 		t.Errorf("one table from a save of three: from a save %v, %d records read; want all 3,000", db.idemSlots.fromSave, db.idemSlots.read)
@@ -361,4 +346,17 @@ func TestIdemSlotsSavedTables(t *testing.T) {
 		t.Errorf("a save naming 32,768 tables: from a save %v, %d records read; want all 3,000", db.idemSlots.fromSave, db.idemSlots.read)
 	}
 	checkIdem(t, db.DB, "a save naming 32,768 tables", "key", want)
+}
+
+// reopenWithSave closes db, puts file in the saved filter's place (path)
+// and reopens it once the filter is rebuilt.
+func reopenWithSave(t *testing.T, db testDB, path string, file []byte) testDB {
+	t.Helper()
+	db.close(t)
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db = db.reopen(t)
+	waitIdem(t, db.DB)
+	return db
 }
