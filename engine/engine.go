@@ -207,6 +207,9 @@ func Open(cfg Config) (*Engine, error) {
 		n, _ := e.db.IdempotencyFilter()
 		return float64(n)
 	})
+	e.metrics.CounterFunc("eventd_idempotency_keys_by_day_total", "Idempotency keys the filter in memory refused since start (full at --idempotency-filter-keys, or older than its last save), kept by day instead: each keyed write then also reads those.", func() float64 {
+		return float64(e.db.IdempotencyKeysByDay())
+	})
 	e.metrics.GaugeFunc("eventd_idempotency_filter_bytes", "Bytes of the idempotency filter's tables (16 per key at most).", "", func() float64 {
 		_, b := e.db.IdempotencyFilter()
 		return float64(b)

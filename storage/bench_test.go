@@ -456,7 +456,7 @@ func BenchmarkIdemSlotsRebuild(b *testing.B) {
 		return now - dayMs + int64(j)*dayMs/stored, fmt.Sprintf("%016x-%016x", uint64(j)*0x9E3779B97F4A7C15, j)
 	})
 	for b.Loop() {
-		db.idemSlots = newIdemSlots(0)
+		db.idemSlots = newIdemSlots(0, nil)
 		db.rebuildIdemSlots(time.Now())
 		if err, n := db.idemSlots.loadErr, db.idemSlots.filter.Len(); err != nil || n != stored {
 			b.Fatal(n, err)
@@ -478,7 +478,7 @@ func BenchmarkIdemSlotsLoadSaved(b *testing.B) {
 	keys := f.Len()
 	b.ResetTimer()
 	for b.Loop() {
-		db.idemSlots = newIdemSlots(0)
+		db.idemSlots = newIdemSlots(0, nil)
 		_, ok, err := db.loadSavedIdemSlots()
 		close(db.idemSlots.ready) // for Close
 		if !ok || err != nil || db.idemSlots.filter.Len() != keys {

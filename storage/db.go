@@ -230,7 +230,7 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	commits := &inflight{}
 	d := &DB{db: db, wake: wake, fatal: fatal, splits: splits, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
-		idemSlots: newIdemSlots(o.IdempotencyFilterKeys), vmem: newVisitorMem(o.VisitorMemory, commits), late: newLateMem(o.LateMemory), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
+		idemSlots: newIdemSlots(o.IdempotencyFilterKeys, o.Logger), vmem: newVisitorMem(o.VisitorMemory, commits), late: newLateMem(o.LateMemory), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat()), scanPieces: o.ScanPieces, pieceEvents: minPieceEvents}
 	if d.scanPieces <= 0 {
 		d.scanPieces = runtime.NumCPU()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
@@ -59,8 +60,11 @@ type idemSlots struct {
 	hi atomic.Uint64
 	// overflow: the filter refused a key in this process, which went to
 	// the day layout. It stays set until the next Open, which finds that
-	// record as it finds records of the layout before.
+	// record as it finds records of the layout before. byDay counts the
+	// keys the filter refused; the first is logged (log) as a warning.
 	overflow atomic.Bool
+	byDay    atomic.Uint64
+	log      *slog.Logger
 	// ready is closed once Open's rebuild is over, loadErr its error;
 	// fromSave and read say whether it started from a saved filter and
 	// how many records it read into the filter.
@@ -71,9 +75,10 @@ type idemSlots struct {
 }
 
 // newIdemSlots is a filter of up to maxKeys keys (0: the default); with
-// maxKeys < 0 there is none, and every key is kept by day.
-func newIdemSlots(maxKeys int) *idemSlots {
-	s := &idemSlots{ready: make(chan struct{})}
+// maxKeys < 0 there is none, and every key is kept by day. log, if not
+// nil, says when the filter first refuses a key.
+func newIdemSlots(maxKeys int, log *slog.Logger) *idemSlots {
+	s := &idemSlots{ready: make(chan struct{}), log: log}
 	s.seed.Store(rand.Uint64())
 	switch {
 	case maxKeys < 0:
@@ -140,8 +145,15 @@ func slotSecond(slot uint64) uint32 { return uint32(slot / idemSlotsPerSecond) }
 // is full or slot is below its floor (idemsave.go), and the record must
 // go to the day layout.
 func (s *idemSlots) addHash(h uint64, slot uint64) bool {
-	if s.filter == nil || !s.filter.Insert(h, slot) {
+	if s.filter == nil {
+		return false // every key is kept by day (overflow is set)
+	}
+	if !s.filter.Insert(h, slot) {
 		s.overflow.Store(true)
+		if s.byDay.Add(1) == 1 && s.log != nil {
+			s.log.Warn("idempotency filter refused a key: new keys are kept by day, which every keyed write then reads too; raise --idempotency-filter-keys if this is not a clock going back past a save",
+				"keys", s.filter.Len(), "bytes", s.filter.Bytes())
+		}
 		return false
 	}
 	for {
@@ -368,7 +380,11 @@ func (d *DB) forgetIdemSlots(cut uint32) {
 	d.idemSlots.filter.Expire(secondSlot(cut), max(d.idemSlots.hi.Load(), idemSlot(d.now().UnixMilli())))
 }
 
-// IdempotencyFilter is the keys the filter holds and its table's bytes.
+// IdempotencyKeysByDay is the keys the filter refused since Open (full,
+// or older than its last save's floor), kept by day instead.
+func (d *DB) IdempotencyKeysByDay() uint64 { return d.idemSlots.byDay.Load() }
+
+// IdempotencyFilter is the keys the filter holds and its tables' bytes.
 func (d *DB) IdempotencyFilter() (keys, bytes int) {
 	if f := d.idemSlots.filter; f != nil {
 		return f.Len(), f.Bytes()

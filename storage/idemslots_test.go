@@ -1,12 +1,16 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -171,8 +175,11 @@ func TestIdempotencyHashed(t *testing.T) {
 	}
 }
 
+// TestIdemSlotsFull: keys past the filter's bound are kept by day and
+// found there, counted (IdempotencyKeysByDay), and the first is logged.
 func TestIdemSlotsFull(t *testing.T) {
-	db := openTestDBWith(t, Options{IdempotencyFilterKeys: 4096})
+	var logs lockedBuffer
+	db := openTestDBWith(t, Options{IdempotencyFilterKeys: 4096, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	now := time.Now().UnixMilli()
 	putIdem(t, db.DB, "key", now-25*hourMs, "again") // past its day, not yet swept
 	keys := keyNames("k", 5000)
@@ -185,6 +192,12 @@ func TestIdemSlotsFull(t *testing.T) {
 	byDay := countKeys(t, db.DB, []byte{prefixIdemDay}, []byte{prefixIdemDay + 1})
 	if bySec+byDay != 5002 || byDay == 0 || bySec < 3000 {
 		t.Fatalf("%d records by second and %d by day, want 5,002, at least 3,000 by second", bySec, byDay)
+	}
+	if n := db.IdempotencyKeysByDay(); n != uint64(byDay) {
+		t.Errorf("IdempotencyKeysByDay = %d, want the %d records by day", n, byDay)
+	}
+	if n := strings.Count(logs.String(), "idempotency filter refused a key"); n != 1 {
+		t.Errorf("the refusal logged %d times, want once:\n%s", n, logs.String())
 	}
 	want := map[string]int64{"again": now - 60_000, "never": 0}
 	for _, k := range keys {
@@ -359,4 +372,23 @@ func reopenWithSave(t *testing.T, db testDB, path string, file []byte) testDB {
 	db = db.reopen(t)
 	waitIdem(t, db.DB)
 	return db
+}
+
+// lockedBuffer is a log's output, written by eventd's goroutines and read
+// by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

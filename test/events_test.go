@@ -631,6 +631,44 @@ func TestIdempotencyByDay(t *testing.T) {
 	s.Args = []string{"--idempotency-filter-keys", "1000"}
 	s.Restart()
 	replayed("restarted with a filter")
+	if n := metricValue(t, string(s.AdminDo(t, "GET", "/metrics", nil).Body), "eventd_idempotency_keys_by_day_total"); n != 0 {
+		t.Errorf("eventd_idempotency_keys_by_day_total %v before the filter is full", n)
+	}
+
+	// Past the filter's smallest table (4,096 entries) keys are kept by
+	// day, counted, and found as before.
+	type batchReply struct {
+		Results []struct{ ID, Status string }
+	}
+	send := func(events []map[string]any) batchReply {
+		t.Helper()
+		var out batchReply
+		r := Do(t, "POST", s.Public+"/events/batch", key, map[string]any{"events": events})
+		if r.Status != 201 || json.Unmarshal(r.Body, &out) != nil || len(out.Results) != len(events) {
+			t.Fatalf("batch: %d %s", r.Status, r.Body)
+		}
+		return out
+	}
+	ids := map[string]string{}
+	for b := range 45 {
+		events := make([]map[string]any, 100)
+		for i := range events {
+			events[i] = map[string]any{"event": "idem_full", "idempotency_key": fmt.Sprintf("full-%d-%d", b, i)}
+		}
+		out := send(events)
+		ids[fmt.Sprintf("full-%d-0", b)], ids[fmt.Sprintf("full-%d-99", b)] = out.Results[0].ID, out.Results[99].ID
+	}
+	if n := metricValue(t, string(s.AdminDo(t, "GET", "/metrics", nil).Body), "eventd_idempotency_keys_by_day_total"); n < 1 || n > 1500 {
+		t.Errorf("eventd_idempotency_keys_by_day_total %v after 4,500 keys in a filter of 4,096 entries, want 1-1,500", n)
+	}
+	for _, k := range []string{"full-0-0", "full-44-99"} {
+		if out := send([]map[string]any{{"event": "idem_full", "idempotency_key": k}}); out.Results[0].ID != ids[k] {
+			t.Errorf("%s sent again: %+v, want its first id %s", k, out.Results[0], ids[k])
+		}
+	}
+	if n := pubList(t, s, key, "event=idem_full").Pagination.Total; n != 4500 {
+		t.Errorf("%d idem_full events stored, want 4,500", n)
+	}
 }
 
 func TestIdempotency(t *testing.T) {

@@ -144,6 +144,15 @@ func (r *Registry) GaugeFunc(name, help, labels string, fn func() float64) {
 	})
 }
 
+// CounterFunc registers a counter without labels read from fn at scrape
+// time: a count kept where it happens (storage), not by the registry.
+func (r *Registry) CounterFunc(name, help string, fn func() float64) {
+	r.lookup(name, help, "counter", "", nil, func(any, []string) any {
+		r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
+		return nil
+	})
+}
+
 // gaugeFunc registers one series of a gauge family as its own collector,
 // its labels constant, so series of one family may come from different
 // owners (each listener its own). r.mu is held.
