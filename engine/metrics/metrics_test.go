@@ -11,6 +11,7 @@ func TestWriteTo(t *testing.T) {
 	r.Counter("eventd_requests_total", "Requests served.", `code="400"`).Inc()
 	r.Gauge("eventd_inflight", "Requests in flight.", "").Set(2)
 	r.GaugeFunc("eventd_up", "Always 1.", "", func() float64 { return 1 })
+	r.CounterFunc("eventd_refused_total", "Refused elsewhere.", func() float64 { return 7 })
 	h := r.Histogram("eventd_latency_seconds", "Latency.", `route="x"`, []float64{0.1, 1})
 	h.Observe(0.05)
 	h.Observe(0.5)
@@ -29,6 +30,9 @@ eventd_latency_seconds_bucket{route="x",le="1"} 2
 eventd_latency_seconds_bucket{route="x",le="+Inf"} 3
 eventd_latency_seconds_sum{route="x"} 5.55
 eventd_latency_seconds_count{route="x"} 3
+# HELP eventd_refused_total Refused elsewhere.
+# TYPE eventd_refused_total counter
+eventd_refused_total 7
 # HELP eventd_requests_total Requests served.
 # TYPE eventd_requests_total counter
 eventd_requests_total{code="201"} 3
