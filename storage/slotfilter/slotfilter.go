@@ -22,9 +22,9 @@
 // a look-up reads two cache lines. A table doubles from a few thousand
 // entries up to at most 2^21 buckets, since the two buckets are bits of
 // the 40-bit tag; a filter of more keys is several tables, a key's chosen
-// by its hash's low 24 bits, which the tag does not hold (the slot's take
-// their place in an entry). Past its table's bound Insert says no, and
-// the caller keeps the key elsewhere.
+// by its hash's low 24 bits, which the tag does not hold (the slot's
+// bits take their place in an entry). Past its table's bound Insert says
+// no, and the caller keeps the key elsewhere.
 // An insert that fails leaves every entry it moved where it was: the
 // filter never forgets a key it said yes to.
 package slotfilter
