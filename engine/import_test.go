@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 
 	"github.com/eventd/eventd/actors"
 	"github.com/eventd/eventd/engine/event"
+	"github.com/eventd/eventd/logtest"
 	"github.com/eventd/eventd/storage"
 )
 
@@ -104,7 +103,7 @@ func TestOpenSweepsIdempotencyKeys(t *testing.T) {
 // delete nothing, so its sweep neither tries nor logs an error for it.
 func TestSweepReadOnly(t *testing.T) {
 	dir := storeWithOldIdempotencyDay(t)
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	e, err := Open(Config{DataDir: dir, ReadOnly: true, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -139,25 +138,6 @@ func storeWithOldIdempotencyDay(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// lockedBuffer is a log destination the engine's goroutines and the test
-// share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // idempotencyRecords counts the store's idempotency keys, whatever their

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,11 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/eventd/eventd/logtest"
 )
 
 // putIdem stores keyID's keys, each created at createdMs, in one batch.
@@ -178,7 +178,7 @@ func TestIdempotencyHashed(t *testing.T) {
 // TestIdemSlotsFull: keys past the filter's bound are kept by day and
 // found there, counted (IdempotencyKeysByDay), and the first is logged.
 func TestIdemSlotsFull(t *testing.T) {
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	db := openTestDBWith(t, Options{IdempotencyFilterKeys: 4096, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	now := time.Now().UnixMilli()
 	putIdem(t, db.DB, "key", now-25*hourMs, "again") // past its day, not yet swept
@@ -372,23 +372,4 @@ func reopenWithSave(t *testing.T, db testDB, path string, file []byte) testDB {
 	db = db.reopen(t)
 	waitIdem(t, db.DB)
 	return db
-}
-
-// lockedBuffer is a log's output, written by eventd's goroutines and read
-// by the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/eventd/eventd/engine/metrics"
+	"github.com/eventd/eventd/logtest"
 )
 
 // fakeConn is a connection from addr that records its closes.
@@ -69,24 +70,6 @@ func emfile() error {
 	return &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
 }
 
-// logBuffer collects log lines for assertions.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func metricsText(t *testing.T, reg *metrics.Registry) string {
 	t.Helper()
 	var b bytes.Buffer
@@ -137,7 +120,7 @@ func TestBackoff(t *testing.T) {
 	c1 := tcpConn("10.0.0.1")
 	rs = append(rs, result{c: c1}, result{err: emfile()}, result{err: emfile()}, result{c: tcpConn("10.0.0.1")})
 	reg := metrics.New()
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	l := Wrap(newFake(rs...), Config{Name: "public", Metrics: reg, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	var waits []time.Duration
 	l.wait = func(d time.Duration) bool { waits = append(waits, d); return true }
