@@ -227,7 +227,7 @@ func (im *importer) add(n int, line []byte) {
 	}
 	im.cur.pending = append(im.cur.pending, actors.Pending{
 		Event: storage.Event{ID: id, Name: in.Name, VisitorID: in.VisitorID, HasVisitor: in.HasVisitor,
-			Timestamp: ts, CreatedAt: created, Properties: in.Properties},
+			Timestamp: ts, CreatedAt: created, Properties: in.Properties, Numbers: in.Numbers},
 		IdemKey: in.IdempotencyKey, Hash: in.Hash, AtReceipt: !in.HasTimestamp,
 	})
 }

@@ -53,4 +53,5 @@ func (s *Server) enrichEvent(ctx *fasthttp.RequestCtx, p *engine.Principal, pe *
 		}
 	}
 	pe.Event.Properties = s.enricher.Enrich(pe.Event.Properties, ec.req)
+	pe.Event.Numbers = nil // an index of the properties as sent
 }

@@ -198,7 +198,7 @@ func prepare(p *engine.Principal, in *event.Input, receivedAt int64, sentAt int6
 	}
 	pe := actors.Pending{
 		Event: storage.Event{Name: in.Name, VisitorID: in.VisitorID, HasVisitor: in.HasVisitor,
-			Timestamp: ts, Properties: in.Properties},
+			Timestamp: ts, Properties: in.Properties, Numbers: in.Numbers},
 		IdemKey:   in.IdempotencyKey,
 		Hash:      in.Hash,
 		AtReceipt: !in.HasTimestamp,

@@ -14,6 +14,10 @@ type Event struct {
 	Timestamp  int64 // event time, Unix ms
 	CreatedAt  int64 // time of receipt, Unix ms
 	Properties []byte
+	// Numbers indexes Properties' numeric members (package propnums), as
+	// the decoder found them, so that the commit's rollups need not walk
+	// Properties again; nil: they walk it. Not stored.
+	Numbers []byte
 }
 
 const recordVersion = 1
@@ -46,7 +50,7 @@ func decodeRecord(p []byte, e *Event) error {
 	e.Timestamp, e.CreatedAt = r.ts, r.createdAt
 	e.Name = string(r.name)
 	e.HasVisitor, e.VisitorID = r.hasVisitor, string(r.visitor)
-	e.Properties = append([]byte(nil), r.props...)
+	e.Properties, e.Numbers = append([]byte(nil), r.props...), nil
 	return nil
 }
 

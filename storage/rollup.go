@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/eventd/eventd/storage/propnums"
 )
 
 // Rollup key prefixes (see the package documentation for the layout).
@@ -22,8 +24,8 @@ const (
 // properties are rolled up, and only those whose name is at most
 // MaxRollupPropertyLen bytes and carries no JSON escape.
 const (
-	MaxRollupProperties  = 16
-	MaxRollupPropertyLen = 128
+	MaxRollupProperties  = propnums.MaxMembers // the decoder indexes as many
+	MaxRollupPropertyLen = propnums.MaxKeyLen
 	// MaxBucketProperties bounds the distinct property names one bucket
 	// keeps, so events with ever-new numeric property names cannot grow a
 	// bucket's value without end. The smallest names (byte order) are kept:
@@ -284,6 +286,31 @@ type numProp struct {
 	v   float64
 }
 
+// numbers fills nums with e's numeric properties, as eachNumber finds
+// them, and returns how many: from e.Numbers when the decoder indexed
+// them and every number parses, else by walking e.Properties.
+func numbers(e *Event, nums *[MaxRollupProperties]numProp) int {
+	n := 0
+	add := func(key []byte, v float64) bool {
+		nums[n] = numProp{key, v}
+		n++
+		return n < MaxRollupProperties
+	}
+	if e.Numbers != nil {
+		parsed := true
+		if propnums.Each(e.Properties, e.Numbers, func(key, num []byte) bool {
+			v, ok := parseNumber(num)
+			parsed = ok
+			return ok && add(key, v)
+		}) && parsed {
+			return n
+		}
+		n = 0
+	}
+	eachNumber(e.Properties, add)
+	return n
+}
+
 // derive records what e adds to its minute: count to the counts (0 when
 // only rollups are rebuilt), its visitor and numeric properties to the
 // sketch and sums; for its name and for every event, or with withName false
@@ -291,12 +318,7 @@ type numProp struct {
 // goes to the bot series of both (bots.go).
 func (b *Batch) derive(ds uint32, e *Event, bot bool, count int64, withName bool) {
 	var nums [MaxRollupProperties]numProp
-	n := 0
-	eachNumber(e.Properties, func(key []byte, v float64) bool {
-		nums[n] = numProp{key, v}
-		n++
-		return n < MaxRollupProperties
-	})
+	n := numbers(e, &nums)
 	if count == 0 && n == 0 && !e.HasVisitor {
 		return
 	}

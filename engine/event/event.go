@@ -26,6 +26,7 @@ type Input struct {
 	VisitorID      string
 	HasVisitor     bool
 	Properties     []byte // compact JSON object text (whitespace removed, string escapes kept as sent), "{}" when absent; never aliases the request body
+	Numbers        []byte // the properties' numeric members (package propnums), nil if not indexed
 	Timestamp      int64  // Unix milliseconds (UTC); valid only when HasTimestamp
 	HasTimestamp   bool
 	IdempotencyKey string // batch entries only ("idempotency_key"); "" when absent
@@ -211,7 +212,10 @@ func (d *decoder) decodeEvent(mode int, r *eventResult) bool {
 					*fv = rawField{state: present, esc: esc, start: start + 1, end: d.pos - 1}
 				case c == '{' && kind == fProps:
 					spaces := d.spaces
-					if !d.value(2) {
+					d.propsAt = d.pos
+					ok := d.value(2)
+					d.propsAt = 0
+					if !ok {
 						return false
 					}
 					*fv = rawField{state: present, start: start, end: d.pos, size: d.pos - start - (d.spaces - spaces)}
@@ -336,8 +340,16 @@ func (d *decoder) finishEvent(f *[fCount]rawField, r *eventResult) {
 	// outbox after the request has its answer.
 	n := len(name) + len(visitor) + len(idem)
 	size := n + 2 // "{}"
+	// The index of the properties' numbers (propnums) follows them in the
+	// same allocation; its offsets are those of the body's object, so
+	// only an object sent without whitespace gets one.
+	nums := 0
 	if props != nil {
 		size = n + propsLen
+		if propsLen == len(props) {
+			nums = d.nums.Len(propsLen)
+			size += nums
+		}
 	}
 	buf := make([]byte, 0, size)
 	buf = append(buf, name...)
@@ -351,6 +363,10 @@ func (d *decoder) finishEvent(f *[fCount]rawField, r *eventResult) {
 	default:
 		buf = appendCompact(buf, props)
 	}
+	end := len(buf)
+	if nums > 0 {
+		buf = d.nums.AppendTo(buf, propsLen)
+	}
 	all := unsafe.String(unsafe.SliceData(buf), n)
 	in := &r.in
 	in.Name = all[:len(name)]
@@ -362,7 +378,11 @@ func (d *decoder) finishEvent(f *[fCount]rawField, r *eventResult) {
 		in.ID = string(id)
 	}
 	in.CreatedAt, in.HasCreatedAt = createdAt, hasCreatedAt
-	in.Properties = buf[n:len(buf):len(buf)]
+	in.Properties = buf[n:end:end]
+	in.Numbers = nil
+	if nums > 0 {
+		in.Numbers = buf[end:]
+	}
 	if in.IdempotencyKey != "" {
 		// Only a keyed write compares contents; a single event's key comes
 		// from its header, after decoding (the handler hashes it then).

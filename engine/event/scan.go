@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/eventd/eventd/storage/propnums"
 )
 
 // Depth counting, shared by every entry point of this package:
@@ -54,6 +56,13 @@ type decoder struct {
 	dupKey  []byte // first duplicate key met since the caller last reset it
 	hasDup  bool
 	tooDeep bool
+
+	// propsAt is where the properties object being scanned starts (its
+	// '{'; 0 when none is, since no body starts with it): object notes
+	// that object's numeric members in nums, for the commit's rollups
+	// (package propnums).
+	propsAt int
+	nums    propnums.Recorder
 
 	errPos  int
 	errCode int
@@ -464,6 +473,11 @@ func keyPrint(k []byte) uint64 {
 }
 
 func (d *decoder) object(depth int) bool {
+	open := d.pos
+	props := open == d.propsAt && open != 0
+	if props {
+		d.nums.Reset()
+	}
 	d.pos++ // '{'
 	d.ws()
 	if d.next() == '}' {
@@ -473,15 +487,28 @@ func (d *decoder) object(depth int) bool {
 	base := d.nkeys
 	var ks keySet
 	for {
+		kb := d.pos + 1 // after the key's opening quote
 		key, ok := d.key()
 		if !ok {
 			return false
 		}
+		ke := d.pos - 1 // its closing quote
 		if dup := d.seen(base, key, &ks); dup && !d.hasDup {
 			d.hasDup, d.dupKey = true, key
 		}
-		if !d.colon() || !d.value(depth+1) {
+		if !d.colon() {
 			return false
+		}
+		vs := d.pos
+		if !d.value(depth + 1) {
+			return false
+		}
+		if props {
+			// An escaped key comes back unescaped, shorter than it was
+			// sent: the rollups skip those.
+			if c := d.data[vs]; (c == '-' || c >= '0' && c <= '9') && len(key) == ke-kb {
+				d.nums.Add(kb-open, ke-open, vs-open, d.pos-open)
+			}
 		}
 		d.ws()
 		switch d.next() {

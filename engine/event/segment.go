@@ -90,7 +90,7 @@ func DecodeSegmentMessage(body []byte, typ SegmentType, receivedAtMs int64) (m S
 	}
 	env := segEnv{ctxKnown: true, sentKnown: true}
 	var r segResult
-	segFinish(body, &f, typ, &env, receivedAtMs, details, &r)
+	segFinish(body, &f, &d.nums, typ, &env, receivedAtMs, details, &r)
 	return r.msg, nil
 }
 
@@ -228,7 +228,7 @@ func DecodeSegmentBatchInto(dst []SegmentMessage, body []byte, receivedAtMs int6
 			var details map[string]string
 			d.segScan(true, &f, &details) // succeeds: it did the first time
 			var r segResult
-			segFinish(body, &f, 0, &env, receivedAtMs, details, &r)
+			segFinish(body, &f, &d.nums, 0, &env, receivedAtMs, details, &r)
 			msgs[pm.index] = r.msg
 		case pm.needSent && env.hasSentAt:
 			ApplySkew(&msgs[pm.index].Input, receivedAtMs, env.sentAt)
@@ -276,7 +276,7 @@ func (d *decoder) segBatch(msgs []SegmentMessage, env *segEnv, receivedAt int64)
 				r.msg.Problem = &Problem{Status: 413, Code: codeTooLarge, Message: msgTooLargeSumm,
 					Details: map[string]string{"message": msgSegTooLarge}}
 			} else {
-				segFinish(d.data, &f, 0, env, receivedAt, details, &r)
+				segFinish(d.data, &f, &d.nums, 0, env, receivedAt, details, &r)
 				if r.msg.Problem == nil && (r.needCtx || r.needSent) {
 					pending = append(pending, segPending{len(msgs), start, r.needCtx, r.needSent})
 				}

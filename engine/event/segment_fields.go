@@ -165,7 +165,12 @@ func (d *decoder) segScan(batch bool, f *[sgCount]segField, details *map[string]
 				*fv = segField{state: present, esc: esc, start: start + 1, end: d.pos - 1}
 			case c == '{' && depth != 0:
 				spaces := d.spaces
-				if !d.value(depth) {
+				if kind == sgProps {
+					d.propsAt = d.pos
+				}
+				ok := d.value(depth)
+				d.propsAt = 0
+				if !ok {
 					return false
 				}
 				*fv = segField{state: present, deep: d.tooDeep, start: start, end: d.pos, size: d.pos - start - (d.spaces - spaces)}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/eventd/eventd/storage/propnums"
 )
 
 // segEnv is what a batch envelope lends its messages.
@@ -62,8 +64,9 @@ var segEventNames = [...]string{SegmentPage: "pageview", SegmentScreen: "screen"
 	SegmentGroup: "group", SegmentAlias: "alias"}
 
 // segFinish checks the fields a scan located and, when all are fine, builds
-// the mapped message into r. details holds the scan's problems so far.
-func segFinish(data []byte, f *[sgCount]segField, typ SegmentType, env *segEnv, receivedAt int64, details map[string]string, r *segResult) {
+// the mapped message into r. details holds the scan's problems so far, nums
+// the numeric members of its properties object.
+func segFinish(data []byte, f *[sgCount]segField, nums *propnums.Recorder, typ SegmentType, env *segEnv, receivedAt int64, details map[string]string, r *segResult) {
 	report := func(kind int, msg string) { addDetail(&details, sgNames[kind], msg) }
 	if f[sgType].state != absent || typ == 0 {
 		// A batch element names its type.
@@ -238,6 +241,20 @@ func segFinish(data []byte, f *[sgCount]segField, typ SegmentType, env *segEnv, 
 	if props.state == present {
 		size += props.size
 	}
+	// The index of the properties' numbers (propnums) follows them in the
+	// same allocation. The message's members keep their offsets when its
+	// object is copied as sent (no whitespace, no member dropped for a
+	// mapped one), and the mapped members are never numbers.
+	var noNums propnums.Recorder
+	switch {
+	case props.state != present || props.size <= 2:
+		nums = &noNums
+	case props.size != props.end-props.start || segMayCollide(data[props.start:props.end], mask):
+		nums = nil
+	}
+	if nums != nil {
+		size += nums.Len(0)
+	}
 	for bit, fv := range vals {
 		if fv == nil {
 			continue
@@ -309,6 +326,10 @@ func segFinish(data []byte, f *[sgCount]segField, typ SegmentType, env *segEnv, 
 		r.msg = SegmentMessage{Problem: badRequest(map[string]string{"properties": msgPropsSize})}
 		return
 	}
+	end := len(buf)
+	if nums != nil {
+		buf = nums.AppendTo(buf, end-nt)
+	}
 
 	all := unsafe.String(unsafe.SliceData(buf), nt)
 	m := &r.msg
@@ -332,7 +353,11 @@ func segFinish(data []byte, f *[sgCount]segField, typ SegmentType, env *segEnv, 
 		in.VisitorID = m.AnonymousID
 	}
 	in.HasVisitor = true
-	in.Properties = buf[nt:len(buf):len(buf)]
+	in.Properties = buf[nt:end:end]
+	in.Numbers = nil
+	if end < len(buf) {
+		in.Numbers = buf[end:]
+	}
 	if traitsAt != 0 {
 		m.Traits = buf[traitsAt:traitsEnd:traitsEnd]
 	}
