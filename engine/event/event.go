@@ -343,12 +343,11 @@ func (d *decoder) finishEvent(f *[fCount]rawField, r *eventResult) {
 	// The index of the properties' numbers (propnums) follows them in the
 	// same allocation; its offsets are those of the body's object, so
 	// only an object sent without whitespace gets one.
-	nums := 0
+	indexed := false
 	if props != nil {
 		size = n + propsLen
-		if propsLen == len(props) {
-			nums = d.nums.Len(propsLen)
-			size += nums
+		if indexed = propsLen == len(props); indexed {
+			size += d.nums.Len()
 		}
 	}
 	buf := make([]byte, 0, size)
@@ -364,7 +363,7 @@ func (d *decoder) finishEvent(f *[fCount]rawField, r *eventResult) {
 		buf = appendCompact(buf, props)
 	}
 	end := len(buf)
-	if nums > 0 {
+	if indexed {
 		buf = d.nums.AppendTo(buf, propsLen)
 	}
 	all := unsafe.String(unsafe.SliceData(buf), n)
@@ -380,7 +379,7 @@ func (d *decoder) finishEvent(f *[fCount]rawField, r *eventResult) {
 	in.CreatedAt, in.HasCreatedAt = createdAt, hasCreatedAt
 	in.Properties = buf[n:end:end]
 	in.Numbers = nil
-	if nums > 0 {
+	if len(buf) > end {
 		in.Numbers = buf[end:]
 	}
 	if in.IdempotencyKey != "" {

@@ -253,7 +253,7 @@ func segFinish(data []byte, f *[sgCount]segField, nums *propnums.Recorder, typ S
 		nums = nil
 	}
 	if nums != nil {
-		size += nums.Len(0)
+		size += nums.Len()
 	}
 	for bit, fv := range vals {
 		if fv == nil {

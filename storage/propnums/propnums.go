@@ -49,19 +49,14 @@ func (r *Recorder) Add(ks, ke, vs, ve int) {
 	}
 }
 
-// Len is the number of bytes AppendTo appends for an object of objLen
-// bytes: 0 when the object cannot be indexed.
-func (r *Recorder) Len(objLen int) int {
-	if objLen > maxObject {
-		return 0 // the offsets would not fit
-	}
-	return 2 + 8*r.n
-}
+// Len is the number of bytes AppendTo appends for an object of up to
+// 65,535 bytes.
+func (r *Recorder) Len() int { return 2 + 8*r.n }
 
-// AppendTo appends r's index of an object of objLen bytes to dst, nothing
-// if Len is 0.
+// AppendTo appends r's index of an object of objLen bytes to dst; nothing
+// if the object is too long for an index's offsets.
 func (r *Recorder) AppendTo(dst []byte, objLen int) []byte {
-	if r.Len(objLen) == 0 {
+	if objLen > maxObject {
 		return dst
 	}
 	dst = binary.LittleEndian.AppendUint16(dst, uint16(objLen))
