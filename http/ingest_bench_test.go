@@ -75,27 +75,35 @@ func BenchmarkIngestBatch(b *testing.B) {
 // project's limits are above any load; it stops with the benchmark.
 func benchServer(b *testing.B, kind string, en *enrich.Enricher) (*fasthttp.HostClient, string, *engine.Engine) {
 	b.Helper()
-	eng, err := engine.Open(engine.Config{DataDir: "/bench", FS: vfs.NewMem()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = eng.Close() })
-	name := "bench"
-	lim := ratelimit.Limits{Minute: 1 << 40, Hour: 1 << 40, Day: 1 << 40}
-	proj, err := eng.CreateProject(engine.ProjectInput{Name: &name, Limits: &lim})
-	if err != nil {
-		b.Fatal(err)
-	}
-	key, err := eng.CreateKey(proj.ID, engine.KeyInput{Name: "bench", Type: kind, Environment: engine.Live})
-	if err != nil {
-		b.Fatal(err)
-	}
+	eng, key := unlimitedKey(b, kind)
 	s := New(Config{Engine: eng, AdminToken: "t", Enricher: en})
 	ln := fasthttputil.NewInmemoryListener()
 	go func() { _ = s.ServePublic(ln) }()
 	b.Cleanup(func() { _ = s.Shutdown() })
 	return &fasthttp.HostClient{Addr: "eventd", Dial: func(string) (net.Conn, error) { return ln.Dial() },
-		MaxConns: 1024, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}, key.Key, eng
+		MaxConns: 1024, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}, key, eng
+}
+
+// unlimitedKey opens an engine on an in-memory store, closed with tb, and
+// makes a key of kind whose project's limits are above any load.
+func unlimitedKey(tb testing.TB, kind string) (*engine.Engine, string) {
+	tb.Helper()
+	eng, err := engine.Open(engine.Config{DataDir: "/bench", FS: vfs.NewMem()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = eng.Close() })
+	name := "bench"
+	lim := ratelimit.Limits{Minute: 1 << 40, Hour: 1 << 40, Day: 1 << 40}
+	proj, err := eng.CreateProject(engine.ProjectInput{Name: &name, Limits: &lim})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	key, err := eng.CreateKey(proj.ID, engine.KeyInput{Name: "bench", Type: kind, Environment: engine.Live})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return eng, key.Key
 }
 
 // benchDo sends req and checks the answer's status; false, with the
