@@ -150,6 +150,15 @@ func New(cfg Config) *Server {
 	return s
 }
 
+// writeBufferSize is fasthttp's per-connection write buffer. With its 4
+// KiB default, an answer longer than the buffer went out in two write(2)s
+// (the buffer filled and flushed, then the rest): a batch's answer of 100
+// accepted events is 5.7 KiB, a page of 20 events about as much. 8 KiB
+// sends those in one, for 2-6% less of a batch's CPU (docs/benchmarks.md,
+// session 35); a connection holds it from its first answer on, 4 KiB more
+// than before (decisions.md, hardening).
+const writeBufferSize = 8 << 10
+
 func (s *Server) newServer(name string, h fasthttp.RequestHandler) *fasthttp.Server {
 	return &fasthttp.Server{
 		Name:                          name,
@@ -176,15 +185,6 @@ func (s *Server) ServePublic(ln net.Listener) error { return s.public.Serve(ln) 
 
 // ServeAdmin serves the admin API on ln until Shutdown.
 func (s *Server) ServeAdmin(ln net.Listener) error { return s.admin.Serve(ln) }
-
-// writeBufferSize is fasthttp's per-connection write buffer. With its 4
-// KiB default, an answer longer than the buffer went out in two write(2)s
-// (the buffer filled and flushed, then the rest): a batch's answer of 100
-// accepted events is 5.7 KiB, a page of 20 events about as much. 8 KiB
-// sends those in one, for 2-6% less of a batch's CPU (docs/benchmarks.md,
-// session 35); a connection holds it from its first answer on, 4 KiB more
-// than before (decisions.md, hardening).
-const writeBufferSize = 8 << 10
 
 // Shutdown stops accepting and waits for in-flight requests to finish.
 // SSE streams are responses that never finish by themselves, and they end
