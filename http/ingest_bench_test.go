@@ -76,12 +76,18 @@ func BenchmarkIngestBatch(b *testing.B) {
 func benchServer(b *testing.B, kind string, en *enrich.Enricher) (*fasthttp.HostClient, string, *engine.Engine) {
 	b.Helper()
 	eng, key := unlimitedKey(b, kind)
-	s := New(Config{Engine: eng, AdminToken: "t", Enricher: en})
 	ln := fasthttputil.NewInmemoryListener()
-	go func() { _ = s.ServePublic(ln) }()
-	b.Cleanup(func() { _ = s.Shutdown() })
+	return servePublic(b, New(Config{Engine: eng, AdminToken: "t", Enricher: en}), ln, ln), key, eng
+}
+
+// servePublic serves s's public listener on accept until tb ends and
+// returns a client that dials ln, the in-memory listener accept takes
+// its connections from.
+func servePublic(tb testing.TB, s *Server, ln *fasthttputil.InmemoryListener, accept net.Listener) *fasthttp.HostClient {
+	go func() { _ = s.ServePublic(accept) }()
+	tb.Cleanup(func() { _ = s.Shutdown() })
 	return &fasthttp.HostClient{Addr: "eventd", Dial: func(string) (net.Conn, error) { return ln.Dial() },
-		MaxConns: 1024, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}, key, eng
+		MaxConns: 1024, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
 }
 
 // unlimitedKey opens an engine on an in-memory store, closed with tb, and

@@ -4,7 +4,6 @@ import (
 	"net"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttputil"
@@ -42,12 +41,8 @@ func (c countedConn) Write(p []byte) (int, error) {
 // (writeBufferSize), not two.
 func TestBatchAnswerOneWrite(t *testing.T) {
 	eng, key := unlimitedKey(t, engine.Secret)
-	s := New(Config{Engine: eng, AdminToken: "t"})
 	ln := &writeCounter{InmemoryListener: fasthttputil.NewInmemoryListener()}
-	go func() { _ = s.ServePublic(ln) }()
-	t.Cleanup(func() { _ = s.Shutdown() })
-	c := &fasthttp.HostClient{Addr: "eventd", Dial: func(string) (net.Conn, error) { return ln.Dial() },
-		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	c := servePublic(t, New(Config{Engine: eng, AdminToken: "t"}), ln.InmemoryListener, ln)
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
