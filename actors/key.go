@@ -43,8 +43,9 @@ type KeyConfig struct {
 	BlockedUntil [3]atomic.Int64
 }
 
-// idemDone tells a key actor that a shard settled some of its idempotency keys.
-type idemDone struct{ keys []string }
+// idemDone tells a key actor that a shard settled some of its idempotency
+// keys, by their hashes.
+type idemDone struct{ hashes []uint64 }
 
 // idemReady tells a key actor that the store's idempotency filter is
 // rebuilt after a start (storage.DB.IdempotencyReady).
@@ -70,18 +71,23 @@ type keyActor struct {
 	dirty   bool
 	gone    bool // passivated: forward whatever still arrives
 	next    uint32
-	// inflight holds idempotency keys sent to a shard and not yet committed;
-	// requests that repeat one wait in waiting until it settles.
-	inflight map[string]uint64
-	waiting  map[string][]blocked
+	// inflight holds the hashes (storage.DB.IdempotencyHash) of the
+	// idempotency keys sent to a shard and not yet committed; requests that
+	// repeat one wait in waiting until it settles. Keyed by the hash, not
+	// the key's text: maps of 28-60 character keys were 7% of eventd's CPU
+	// for keyed batches (docs/benchmarks.md, session 36). Another key with
+	// the same hash (odds 2^-64 a pair) waits too, then is looked up as usual.
+	inflight map[uint64]struct{}
+	waiting  map[uint64][]blocked
 	// parked holds keyed writes that came before the store's idempotency
 	// filter was rebuilt after a start; they are written once it is, and
 	// the actor's other requests go on meanwhile.
 	parked []blocked
-	// local holds a keyed write's idempotency keys, to find one repeated
-	// within it; one map for every write, emptied after each (a map made
+	// local holds the hashes of a keyed write's idempotency keys, with the
+	// index of the event that has each first, to find a key repeated within
+	// the write; one map for every write, emptied after each (a map made
 	// per write was a third of the key actor's CPU for a keyed batch).
-	local map[string]int
+	local map[uint64]int
 	// hashes holds a keyed write's idempotency hashes for TouchIdempotency.
 	hashes []uint64
 	fired  map[string]int64 // usage-alert rule -> window period it last fired in
@@ -99,7 +105,7 @@ func (k *keyActor) Receive(ctx actor.Context) {
 		}
 		k.handle(ctx, m)
 	case *idemDone:
-		k.settle(ctx, m.keys)
+		k.settle(ctx, m.hashes)
 	case idemReady:
 		parked := k.parked
 		k.parked = nil
@@ -235,7 +241,7 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 		return
 	}
 	if k.local == nil {
-		k.local = make(map[string]int)
+		k.local = make(map[uint64]int)
 	}
 	local := k.local // idempotency keys earlier in this write
 	var look *storage.IdemLookup
@@ -257,12 +263,12 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 	if len(k.hashes) > 1 {
 		k.keys.db.TouchIdempotency(k.hashes)
 	}
-	c.keys = make([]string, 0, n)
+	c.hashes = make([]uint64, 0, len(k.hashes))
 	answered := 0 // events answered here, not stored
 	for i := range w.Events {
 		p := &w.Events[i]
 		if p.IdemKey != "" {
-			if j, ok := local[p.IdemKey]; ok {
+			if j, ok := repeatOf(w.Events, local, i); ok {
 				if w.Events[j].Hash == p.Hash {
 					rep.Results[i] = Result{Outcome: Duplicate, Of: j}
 				} else {
@@ -271,11 +277,10 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 				answered++
 				continue
 			}
-			local[p.IdemKey] = i
-			if _, busy := k.inflight[p.IdemKey]; busy {
+			if _, busy := k.inflight[p.IdemHash]; busy {
 				// Another request with this key is being committed: answer
 				// this one once that one is durable, from its record.
-				k.waiting[p.IdemKey] = append(k.waiting[p.IdemKey], blocked{req, rep})
+				k.waiting[p.IdemHash] = append(k.waiting[p.IdemHash], blocked{req, rep})
 				return
 			}
 			if look == nil {
@@ -304,17 +309,17 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 				req.Reply <- rep
 				return
 			}
-			c.keys = append(c.keys, p.IdemKey)
+			c.hashes = append(c.hashes, p.IdemHash)
 		}
 	}
 	if answered == n {
 		req.Reply <- rep
 		return
 	}
-	for _, key := range c.keys {
-		k.inflight[key] = 0
+	for _, h := range c.hashes {
+		k.inflight[h] = struct{}{}
 	}
-	if len(c.keys) > 0 {
+	if len(c.hashes) > 0 {
 		c.owner = ctx.Self()
 	}
 	c.write = w
@@ -364,13 +369,37 @@ func hasIdempotencyKeys(w *Write) bool {
 	return false
 }
 
-// settle releases idempotency keys and retries the requests that waited on them.
-func (k *keyActor) settle(ctx actor.Context, keys []string) {
+// repeatOf finds the first event before i in events with i's idempotency
+// key; if there is none, it notes i as the first with its key. local maps
+// the hash of each key noted to the first event with it; two keys of one
+// write sharing a hash (odds 2^-64 a pair) are told apart by a search of
+// the events before i.
+func repeatOf(events []Pending, local map[uint64]int, i int) (int, bool) {
+	p := &events[i]
+	j, ok := local[p.IdemHash]
+	if !ok {
+		local[p.IdemHash] = i
+		return 0, false
+	}
+	if events[j].IdemKey == p.IdemKey {
+		return j, true
+	}
+	for j := range events[:i] {
+		if events[j].IdemKey == p.IdemKey {
+			return j, true
+		}
+	}
+	return 0, false
+}
+
+// settle releases idempotency keys, by their hashes, and retries the
+// requests that waited on them.
+func (k *keyActor) settle(ctx actor.Context, hashes []uint64) {
 	var retry []blocked
-	for _, key := range keys {
-		delete(k.inflight, key)
-		retry = append(retry, k.waiting[key]...)
-		delete(k.waiting, key)
+	for _, h := range hashes {
+		delete(k.inflight, h)
+		retry = append(retry, k.waiting[h]...)
+		delete(k.waiting, h)
 	}
 	for _, b := range retry {
 		k.write(ctx, b.req, b.rep)
@@ -404,8 +433,8 @@ func (k *keyActor) load() {
 	for i := range k.buckets {
 		k.buckets[i] = ratelimit.NewBucket()
 	}
-	k.inflight = make(map[string]uint64)
-	k.waiting = make(map[string][]blocked)
+	k.inflight = make(map[uint64]struct{})
+	k.waiting = make(map[uint64][]blocked)
 	p, err := k.keys.db.GetWindows(k.cfg.ID)
 	if err != nil {
 		if !errors.Is(err, storage.ErrNotFound) {

@@ -147,7 +147,7 @@ type commit struct {
 	replyTo chan *Reply
 	slots   []int      // result index of each event in write.Events that is stored
 	owner   *actor.PID // key actor to tell when idempotency keys are settled; zero if none
-	keys    []string   // idempotency keys written
+	hashes  []uint64   // hashes of the idempotency keys written, in the order of write.Events
 }
 
 // Committed tells the broadcaster which events just became durable, in record order.

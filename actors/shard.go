@@ -33,7 +33,6 @@ type shard struct {
 	pending []*commit
 	hooks   *Webhooks     // nil: no webhooks (tests); see webhook.go
 	outbox  []outboxEvent // outbox entries in the open batch
-	hashes  []uint64      // a keyed write's idempotency hashes, for TouchIdempotency
 }
 
 type shardMetrics struct {
@@ -83,7 +82,7 @@ func (s *shard) Receive(ctx actor.Context) {
 			s.addOutbox(routes, c.write.Dataset, &p.Event)
 		}
 	}
-	if len(c.keys) > 0 {
+	if len(c.hashes) > 0 {
 		s.addIdempotency(c, now)
 	}
 	s.pending = append(s.pending, c)
@@ -97,14 +96,8 @@ func (s *shard) Receive(ctx actor.Context) {
 // and then taken while still in the cache. Among the events' other writes
 // the buckets read first were evicted again (session 28).
 func (s *shard) addIdempotency(c *commit, now int64) {
-	if len(c.keys) > 1 {
-		s.hashes = s.hashes[:0]
-		for i := range c.write.Events {
-			if p := &c.write.Events[i]; p.IdemKey != "" {
-				s.hashes = append(s.hashes, p.IdemHash)
-			}
-		}
-		s.db.TouchIdempotency(s.hashes)
+	if len(c.hashes) > 1 {
+		s.db.TouchIdempotency(c.hashes)
 	}
 	for i := range c.write.Events {
 		if p := &c.write.Events[i]; p.IdemKey != "" {
@@ -157,10 +150,10 @@ func (s *shard) flush() {
 		}
 		// c lives in its request, which the receiver of rep may reuse at
 		// once: read what is still needed before the reply goes.
-		owner, keys := c.owner, c.keys
+		owner, hashes := c.owner, c.hashes
 		c.replyTo <- rep
 		if owner != nil {
-			s.system.Root.Send(owner, &idemDone{keys: keys})
+			s.system.Root.Send(owner, &idemDone{hashes: hashes})
 		}
 	}
 	s.m.events.Add(uint64(n))
