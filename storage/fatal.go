@@ -117,9 +117,18 @@ func (d *DB) apply(fn func() error) (err error) {
 	return fn()
 }
 
-// commit commits a Pebble batch with the fatal checks around it.
+// commit commits a Pebble batch with the fatal checks around it, and
+// rotates the memtable once it is nearly full (rotation.go).
 func (d *DB) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
-	return d.apply(func() error { return b.Commit(o) })
+	err := d.apply(func() error { return b.Commit(o) })
+	if err == nil && d.rot.wrote(b) {
+		go func() {
+			if err := d.rot.rotate(); err != nil && d.log != nil {
+				d.log.Warn("rotate the memtable", "err", err)
+			}
+		}()
+	}
+	return err
 }
 
 // Failed is the fatal error that stopped the store, or nil.
