@@ -363,7 +363,12 @@ func (b *Batch) Commit(sync bool) error {
 		c = &inflightCommit{seq: seq, r: r, mem: mem, late: late}
 		b.db.inflight.begin(c)
 	}
-	err := b.db.commit(b.b, opts)
+	var err error
+	if sync {
+		err = b.db.commitApplied(b.b, b.release)
+	} else {
+		err = b.db.commit(b.b, opts)
+	}
 	b.release()
 	b.db.passStage(stagePublished)
 	// The visitor entries first: once folded, a checkpoint may delete the

@@ -3,6 +3,7 @@ package storage
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -50,8 +51,26 @@ type memRotation struct {
 	closeMu sync.Mutex
 	closed  bool
 	// ours and all count the rotations eventd made and every memtable
-	// Pebble made since the store opened (its first included).
+	// Pebble made since the store opened (its first included); heldNs is
+	// how long rotations kept new batches from starting, in all.
 	ours, all atomic.Uint64
+	heldNs    atomic.Int64
+}
+
+// Rotations is what the memtable's rotations did since the store opened.
+type Rotations struct {
+	// ByEventd counts the memtables eventd rotated between batches,
+	// ByPebble those Pebble rotated itself (the first, smaller ones, or
+	// an estimate that fell short).
+	ByEventd, ByPebble uint64
+	// Held is how long new batches waited for rotations, in all.
+	Held time.Duration
+}
+
+// Rotations reports the memtable's rotations (rotation.go), for metrics.
+func (d *DB) Rotations() Rotations {
+	ours, all := d.rot.ours.Load(), d.rot.all.Load()
+	return Rotations{ByEventd: ours, ByPebble: all - min(all, ours+1), Held: time.Duration(d.rot.heldNs.Load())}
 }
 
 // wrote counts a committed batch's bytes and reports whether the caller
@@ -66,8 +85,12 @@ func (r *memRotation) wrote(b *pebble.Batch) bool {
 // batches start again.
 func (r *memRotation) rotate() error {
 	defer r.busy.Store(false)
+	start := time.Now()
 	r.held.Lock()
-	defer r.held.Unlock()
+	defer func() {
+		r.held.Unlock()
+		r.heldNs.Add(int64(time.Since(start)))
+	}()
 	r.closeMu.Lock()
 	defer r.closeMu.Unlock()
 	if r.closed || r.used.Load() < r.limit {

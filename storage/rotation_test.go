@@ -63,10 +63,13 @@ func TestRotationWaitsForBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	held.Close()
-	for deadline := time.Now().Add(30 * time.Second); db.rot.ours.Load() == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); db.rot.ours.Load() == 0 || db.rot.busy.Load(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the rotation did not happen once the batch was committed")
 		}
+	}
+	if r := db.Rotations(); r.ByEventd != 1 || r.Held <= 0 {
+		t.Errorf("Rotations() = %+v, want one by eventd, with new batches held", r)
 	}
 	commitEvents(t, db.DB, 1, event(next), event(next+1))
 	if err := db.Pebble().Flush(); err != nil {
