@@ -43,8 +43,8 @@ type Batch struct {
 	// recs are the idempotency records added; appendFamilies writes them
 	// sorted by key. From batchPools, nil until the first.
 	recs *idemRecords
-	// held: the batch holds the memtable's rotation off until it is
-	// committed (rotation.go).
+	// held: the batch holds the memtable's rotation off until Pebble has
+	// applied it (rotation.go).
 	held bool
 }
 
@@ -157,7 +157,7 @@ type batchPools struct {
 }
 
 // NewBatch starts an empty batch for events with new ids: until it is
-// committed or closed, the memtable is not rotated (rotation.go), so take
+// applied or closed, the memtable is not rotated (rotation.go), so take
 // the ids after this. Every batch made must be committed or closed.
 func (d *DB) NewBatch() *Batch {
 	d.rot.held.RLock()

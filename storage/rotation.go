@@ -19,7 +19,8 @@ import (
 // bytes merged in the segment scenario (docs/benchmarks.md, session 36).
 //
 // So a batch from NewBatch holds the rotation off from its creation,
-// before its first id, until it is committed; once the memtable is nearly
+// before its first id, until Pebble has applied it to the memtable (not
+// until its WAL sync: DB.commitApplied); once the memtable is nearly
 // full, a rotation waits for the batches holding it, keeps new ones from
 // starting, and rotates the memtable (DB.AsyncFlush) before Pebble would.
 // Batches without ids (erasure, retention) and other writes do not hold
@@ -39,7 +40,7 @@ const rotationShare = 7
 // that holds ids.
 type memRotation struct {
 	// held is read-locked by each batch that holds ids, from its creation
-	// until its commit; a rotation write-locks it, so new batches wait
+	// until it is applied; a rotation write-locks it, so new batches wait
 	// while it waits for those under way.
 	held  sync.RWMutex
 	used  atomic.Int64 // estimated bytes in the memtable since it was made
