@@ -140,7 +140,7 @@ func Open(cfg Config) (*Engine, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("the store at %s keeps its event records by id, as eventd did before keying them by time, and a read-only start cannot move them: free space on the data volume (delete <data>/ballast) and start again", cfg.DataDir)
 	}
-	cfg.Metrics.MustRegister(storemetrics.NewCollector(db.Metrics, db.Rotations, stalls))
+	cfg.Metrics.MustRegister(storemetrics.NewCollector(db.Metrics, stalls))
 	e := &Engine{
 		cfg: cfg, log: cfg.Logger, db: db, metrics: cfg.Metrics,
 		ipGuard:    ratelimit.NewIPGuard(600),

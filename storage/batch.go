@@ -43,9 +43,6 @@ type Batch struct {
 	// recs are the idempotency records added; appendFamilies writes them
 	// sorted by key. From batchPools, nil until the first.
 	recs *idemRecords
-	// held: the batch holds the memtable's rotation off until Pebble has
-	// applied it (rotation.go).
-	held bool
 }
 
 // idemRecords holds a batch's idempotency records: each a key and its
@@ -156,24 +153,9 @@ type batchPools struct {
 	idem     sync.Pool // *idemRecords
 }
 
-// NewBatch starts an empty batch for events with new ids: until it is
-// applied or closed, the memtable is not rotated (rotation.go), so take
-// the ids after this. Every batch made must be committed or closed.
+// NewBatch starts an empty batch.
 func (d *DB) NewBatch() *Batch {
-	d.rot.held.RLock()
-	return &Batch{db: d, b: d.db.NewBatch(), held: true}
-}
-
-// newBatch starts a batch that adds no new ids (erasure, retention): it
-// may stay open while it reads, and does not hold the rotation off.
-func (d *DB) newBatch() *Batch { return &Batch{db: d, b: d.db.NewBatch()} }
-
-// release lets the memtable be rotated again, once.
-func (b *Batch) release() {
-	if b.held {
-		b.held = false
-		b.db.rot.held.RUnlock()
-	}
+	return &Batch{db: d, b: d.db.NewBatch()}
 }
 
 // Len is the number of events added.
@@ -363,13 +345,7 @@ func (b *Batch) Commit(sync bool) error {
 		c = &inflightCommit{seq: seq, r: r, mem: mem, late: late}
 		b.db.inflight.begin(c)
 	}
-	var err error
-	if sync {
-		err = b.db.commitApplied(b.b, b.release)
-	} else {
-		err = b.db.commit(b.b, opts)
-	}
-	b.release()
+	err := b.db.commit(b.b, opts)
 	b.db.passStage(stagePublished)
 	// The visitor entries first: once folded, a checkpoint may delete the
 	// L key by which readers find this commit (inflight.go), and only the
@@ -408,7 +384,6 @@ func (b *Batch) Commit(sync bool) error {
 
 // Close releases the batch; it must not be used afterwards.
 func (b *Batch) Close() {
-	b.release()
 	if b.vbuf != nil {
 		clear(b.visitors)
 		*b.vbuf = b.visitors[:0]

@@ -89,7 +89,6 @@ const DefaultCacheSize = 256 << 20
 // DB is eventd's store.
 type DB struct {
 	db       *pebble.DB
-	rot      *memRotation  // the memtable rotated between id-holding batches (rotation.go)
 	wake     *wakeup.Timer // fires Pebble's WAL min-sync timer on time (package wakeup)
 	fatal    *fatalState
 	readOnly bool
@@ -151,8 +150,7 @@ var ErrNotFound = errors.New("storage: not found")
 func Open(dir string, o Options) (*DB, error) {
 	fatal := &fatalState{log: o.Logger, onFatal: o.OnFatal}
 	bg := &backgroundErrors{log: o.Logger, sleep: time.Second}
-	rot := new(memRotation)
-	events := &pebble.EventListener{BackgroundError: bg.handle, WALCreated: func(pebble.WALCreateInfo) { rot.made() }}
+	events := &pebble.EventListener{BackgroundError: bg.handle}
 	if o.Events != nil {
 		tee := pebble.TeeEventListener(*events, *o.Events)
 		events = &tee
@@ -226,17 +224,12 @@ func Open(dir string, o Options) (*DB, error) {
 		o.Experiment.Pebble(opts)
 	}
 	opts.EnsureDefaults() // as Open does to its copy: the ingested tables' writer options come from opts
-	rot.limit = int64(opts.MemTableSize) / 8 * rotationShare
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open pebble at %s: %w", dir, err)
 	}
-	rot.flush = func() error {
-		_, err := db.AsyncFlush()
-		return err
-	}
 	commits := &inflight{}
-	d := &DB{db: db, rot: rot, wake: wake, fatal: fatal, splits: splits, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
+	d := &DB{db: db, wake: wake, fatal: fatal, splits: splits, readOnly: o.ReadOnly, skip: o.Experiment.skip(),
 		idemSlots: newIdemSlots(o.IdempotencyFilterKeys, o.Logger), vmem: newVisitorMem(o.VisitorMemory, commits), late: newLateMem(o.LateMemory), inflight: commits, dir: dir, fs: opts.FS, now: time.Now, log: o.Logger,
 		tableOptions: opts.MakeWriterOptions(numLevels-1, db.TableFormat()), scanPieces: o.ScanPieces, pieceEvents: minPieceEvents}
 	if d.scanPieces <= 0 {
@@ -339,7 +332,6 @@ func (d *DB) Close() error {
 		d.sealer.close()
 		err = d.writeLate(true)
 		d.derived.close()
-		d.rot.close()
 		if d.idemSlots.loadErr == nil {
 			// So that the next start reads it instead of every record.
 			if serr := d.saveIdemSlots(); serr != nil && d.log != nil {

@@ -74,7 +74,7 @@ func (d *DB) eraseChunk(ds uint32, visitor string, erased map[ID]bool, days map[
 	if err != nil || len(chunk) == 0 {
 		return 0, err
 	}
-	b := d.newBatch()
+	b := d.NewBatch()
 	defer b.Close()
 	inMem := map[ID]bool{}
 	late := map[ID]int64{}
@@ -233,7 +233,7 @@ func (d *DB) rebuildDay(ds uint32, day int64, names map[string]bool) error {
 	if err := dv.checkpointLocked(); err != nil {
 		return err
 	}
-	b := d.newBatch()
+	b := d.NewBatch()
 	defer b.Close()
 	all := []string{"", botAll}
 	for n := range names {

@@ -119,40 +119,7 @@ func (d *DB) apply(fn func() error) (err error) {
 
 // commit commits a Pebble batch with the fatal checks around it.
 func (d *DB) commit(b *pebble.Batch, o *pebble.WriteOptions) error {
-	return d.committed(b, d.apply(func() error { return b.Commit(o) }))
-}
-
-// commitApplied commits a Pebble batch with a WAL sync as commit does,
-// and calls applied once the batch is in the memtable, before the sync is
-// waited for: a batch holding the memtable's rotation off lets it go
-// there, so that a rotation does not wait for a sync (rotation.go).
-func (d *DB) commitApplied(b *pebble.Batch, applied func()) error {
-	return d.committed(b, d.apply(func() error {
-		if err := d.db.ApplyNoSyncWait(b, pebble.Sync); err != nil {
-			return err
-		}
-		applied()
-		if err := b.SyncWait(); err != nil {
-			// What Pebble's Apply does with a failed commit (its WAL
-			// writer is broken): the store has failed.
-			return d.fatal.fail(&FatalError{Msg: fmt.Sprintf("%s: %v", commitFatal, err), cause: err})
-		}
-		return nil
-	}))
-}
-
-// committed counts a commit's bytes toward the memtable's fill and starts
-// a rotation once it is nearly full (rotation.go); it returns err, the
-// commit's.
-func (d *DB) committed(b *pebble.Batch, err error) error {
-	if err == nil && d.rot.wrote(b) {
-		go func() {
-			if err := d.rot.rotate(); err != nil && d.log != nil {
-				d.log.Warn("rotate the memtable", "err", err)
-			}
-		}()
-	}
-	return err
+	return d.apply(func() error { return b.Commit(o) })
 }
 
 // Failed is the fatal error that stopped the store, or nil.

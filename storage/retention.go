@@ -58,7 +58,7 @@ func (d *DB) expireChunk(ds uint32, lo, hi []byte) (count int, last []byte, err 
 	it := &recordIndex{timeIter: ti}
 	er := entryReader{d: d, ds: ds}
 	defer er.close()
-	b := d.newBatch()
+	b := d.NewBatch()
 	defer b.Close()
 	inMem := map[memVisitor]map[ID]bool{}
 	late := map[ID]int64{}

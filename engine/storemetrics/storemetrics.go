@@ -13,8 +13,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/eventd/eventd/storage"
 )
 
 // Stall reasons, as label values. Pebble stalls writes when the memtables
@@ -90,18 +88,16 @@ func (s *Stalls) read() (count map[string]uint64, seconds map[string]float64) {
 
 // Collector is a prometheus.Collector over one store.
 type Collector struct {
-	metrics   func() *pebble.Metrics
-	rotations func() storage.Rotations
-	stalls    *Stalls
+	metrics func() *pebble.Metrics
+	stalls  *Stalls
 }
 
-// NewCollector collects from metrics (storage.DB.Metrics), rotations
-// (storage.DB.Rotations) and stalls (may be nil).
-func NewCollector(metrics func() *pebble.Metrics, rotations func() storage.Rotations, stalls *Stalls) *Collector {
+// NewCollector collects from metrics (storage.DB.Metrics) and stalls (may be nil).
+func NewCollector(metrics func() *pebble.Metrics, stalls *Stalls) *Collector {
 	if stalls == nil {
 		stalls = NewStalls()
 	}
-	return &Collector{metrics: metrics, rotations: rotations, stalls: stalls}
+	return &Collector{metrics: metrics, stalls: stalls}
 }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
@@ -128,15 +124,13 @@ var (
 	diskUsage     = desc("disk_usage_bytes", "Disk space used by the store: tables, WAL, manifest and options, live and obsolete.")
 	stallCount    = desc("write_stalls_total", "Write stalls by reason.", "reason")
 	stallSeconds  = desc("write_stall_duration_seconds_total", "Time writes were stalled, by reason.", "reason")
-	rotations     = desc("memtable_rotations_total", "Memtables rotated, by who rotated them: eventd, between the batches that hold new ids, or Pebble itself (the first, smaller memtables).", "by")
-	rotationHold  = desc("memtable_rotation_hold_seconds_total", "Time new batches waited while eventd rotated the memtable.")
 )
 
 // Describe sends every family's descriptor.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{fsyncDesc, walBytes, flushes, flushBytes, flushSeconds, compactions,
 		compactBytes, compactRead, compactSecs, compactNow, compactDebt, l0Sublevels, l0Files,
-		memtableBytes, memtables, diskUsage, stallCount, stallSeconds, rotations, rotationHold} {
+		memtableBytes, memtables, diskUsage, stallCount, stallSeconds} {
 		ch <- d
 	}
 }
@@ -171,10 +165,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(memtableBytes, float64(m.MemTable.Size))
 	gauge(memtables, float64(m.MemTable.Count))
 	gauge(diskUsage, float64(m.DiskSpaceUsage()))
-	r := c.rotations()
-	ch <- prometheus.MustNewConstMetric(rotations, prometheus.CounterValue, float64(r.ByEventd), "eventd")
-	ch <- prometheus.MustNewConstMetric(rotations, prometheus.CounterValue, float64(r.ByPebble), "pebble")
-	counter(rotationHold, r.Held.Seconds())
 	count, seconds := c.stalls.read()
 	for _, r := range reasonLabels {
 		ch <- prometheus.MustNewConstMetric(stallCount, prometheus.CounterValue, float64(count[r]), r)

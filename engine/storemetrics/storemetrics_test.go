@@ -33,13 +33,13 @@ func TestCollectorOnStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewCollector(db.Metrics, db.Rotations, stalls))
+	reg.MustRegister(NewCollector(db.Metrics, stalls))
 	mfs, err := reg.Gather() // pedantic: checks every series against Describe
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mfs) != 20 {
-		t.Errorf("%d families, want 20", len(mfs))
+	if len(mfs) != 18 {
+		t.Errorf("%d families, want 18", len(mfs))
 	}
 	got := map[string]float64{}
 	for _, mf := range mfs {
@@ -73,7 +73,6 @@ func TestCollectorOnStore(t *testing.T) {
 		// l0_files only exported: L0 is compacted as soon as it holds a
 		// table (storage/db.go), so the flushed one may be gone already.
 		"eventd_pebble_memtables": 1, "eventd_pebble_write_stalls_total": 0, "eventd_pebble_l0_files": 0,
-		"eventd_pebble_memtable_rotations_total": 0, "eventd_pebble_memtable_rotation_hold_seconds_total": 0,
 	} {
 		if v, ok := got[name]; !ok || v < min {
 			t.Errorf("%s = %v (exported %v), want >= %v", name, v, ok, min)
