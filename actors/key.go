@@ -243,7 +243,7 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 	if k.local == nil {
 		k.local = make(map[uint64]int)
 	}
-	local := k.local // idempotency keys earlier in this write
+	local := k.local // the hashes of the idempotency keys earlier in this write
 	var look *storage.IdemLookup
 	defer func() {
 		clear(local)
