@@ -70,8 +70,9 @@ func BenchmarkIngestBatch(b *testing.B) {
 }
 
 // benchServer starts eventd's public listener on a store in a temporary
-// directory and an in-memory listener, with the enricher en (nil: none) and a key of kind whose
-// project's limits are above any load; it stops with the benchmark.
+// directory and an in-memory listener, with the enricher en (nil: none)
+// and a key of kind whose project's limits are above any load; it stops
+// with the benchmark.
 func benchServer(b *testing.B, kind string, en *enrich.Enricher) (*fasthttp.HostClient, string, *engine.Engine) {
 	b.Helper()
 	eng, key := unlimitedKey(b, kind)
@@ -92,7 +93,7 @@ func servePublic(tb testing.TB, s *Server, ln *fasthttputil.InmemoryListener, ac
 // unlimitedKey opens an engine on a store in a temporary directory, closed
 // with tb, and makes a key of kind whose project's limits are above any
 // load. On disk, as eventd runs: Pebble's in-memory filesystem grows each
-// file by copying it, which was a third of a keyed batch's CPU and made
+// file by copying it, which was 36% of a Segment batch's CPU and made
 // every byte written look dearer than it is (docs/benchmarks.md, session 36).
 func unlimitedKey(tb testing.TB, kind string) (*engine.Engine, string) {
 	tb.Helper()
