@@ -24,6 +24,8 @@ import (
 // Config configures an Engine.
 type Config struct {
 	DataDir string
+	// Shards is the number of shard actors; 0 means two, so that tests
+	// commit from concurrent shards (eventd serve passes one per two CPUs).
 	Shards  int
 	Logger  *slog.Logger
 	Metrics *metrics.Registry
