@@ -2,6 +2,7 @@ package http
 
 import (
 	"net"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,12 +93,13 @@ func servePublic(tb testing.TB, s *Server, ln *fasthttputil.InmemoryListener, ac
 
 // unlimitedKey opens an engine on a store in a temporary directory, closed
 // with tb, and makes a key of kind whose project's limits are above any
-// load. On disk, as eventd runs: Pebble's in-memory filesystem grows each
-// file by copying it, which was 36% of a Segment batch's CPU and made
-// every byte written look dearer than it is (docs/benchmarks.md, session 36).
+// load. On disk and with serve's shards, as eventd runs: Pebble's
+// in-memory filesystem grows each file by copying it, which was 36% of a
+// Segment batch's CPU and made every byte written look dearer than it is
+// (docs/benchmarks.md, session 36).
 func unlimitedKey(tb testing.TB, kind string) (*engine.Engine, string) {
 	tb.Helper()
-	eng, err := engine.Open(engine.Config{DataDir: tb.TempDir()})
+	eng, err := engine.Open(engine.Config{DataDir: tb.TempDir(), Shards: engine.DefaultShards(runtime.GOMAXPROCS(0))})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -33,16 +33,3 @@ func procs(set bool, n, cpus int) int {
 	}
 	return n + 1
 }
-
-// defaultShards is --shards' default for n processors (GOMAXPROCS before
-// the spare one): one shard a pair of them. A shard builds its batches on
-// one core while the requests are decoded on the others, and two shards'
-// batches take ids concurrently, so a flushed table of records, name
-// index or idempotency keys often holds ids below the last table's and is
-// merged with it instead of moved down. On two cores one shard cost 12%
-// less CPU a single event, 19% less a batched one, with the same single
-// ratio and shorter tails (docs/benchmarks.md, session 37); more cores
-// keep parallel commits, untested here.
-func defaultShards(n int) int {
-	return max(1, n/2)
-}

@@ -51,7 +51,7 @@ func serve(args []string) error {
 	fs.StringVar(&c.adminToken, "admin-token", "", "admin API bearer token (default: generated on first start, kept in <data>/admin_token)")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate file (PEM); serve HTTPS and wss://")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS private key file (PEM)")
-	fs.IntVar(&c.shards, "shards", defaultShards(runtime.GOMAXPROCS(0)), "storage shard actors (group-commit lanes): one per two CPUs unless set")
+	fs.IntVar(&c.shards, "shards", engine.DefaultShards(runtime.GOMAXPROCS(0)), "storage shard actors (group-commit lanes): one per two CPUs unless set")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.DurationVar(&c.streamPing, "stream-ping", eventdhttp.DefaultStreamPing, "interval of /stream pings")
