@@ -405,6 +405,12 @@ func (d *decoder) key() ([]byte, bool) {
 
 // colon consumes the ':' after a key, with the whitespace around it.
 func (d *decoder) colon() bool {
+	// Compact JSON, what SDKs send: the colon right after the key and the
+	// value right after it, tested with one bounds check.
+	if i := d.pos; i+1 < len(d.data) && d.data[i] == ':' && d.data[i+1] > ' ' {
+		d.pos = i + 1
+		return true
+	}
 	d.ws()
 	if d.next() != ':' {
 		return d.fail(d.pos, errColon)
@@ -717,6 +723,18 @@ func appendCompact(dst, v []byte) []byte {
 // true: another member follows) or the closing '}' (more is false). ok is
 // false on anything else, with the syntax error recorded in d.
 func (d *decoder) memberEnd() (more, ok bool) {
+	if i := d.pos; i+1 < len(d.data) { // compact JSON, as in colon
+		switch d.data[i] {
+		case ',':
+			if d.data[i+1] > ' ' {
+				d.pos = i + 1
+				return true, true
+			}
+		case '}':
+			d.pos = i + 1
+			return false, true
+		}
+	}
 	d.ws()
 	switch d.next() {
 	case ',':
