@@ -181,6 +181,7 @@ func (d *decoder) decodeEvent(mode int, r *eventResult) bool {
 	d.ws()
 	base := d.nkeys
 	var ks keySet
+	var known uint32 // the known fields met, by kind (see seenKind)
 	if d.next() == '}' {
 		d.pos++
 	} else {
@@ -189,8 +190,8 @@ func (d *decoder) decodeEvent(mode int, r *eventResult) bool {
 			if !ok || !d.colon() {
 				return false
 			}
-			dup := d.seen(base, key, &ks)
 			kind := fieldOf(key, mode)
+			dup := d.seenKind(base, key, &ks, &known, kind, fUnknown)
 			name := ""
 			if kind != fUnknown {
 				name = fieldNames[kind]

@@ -139,13 +139,14 @@ func (d *decoder) segScan(batch bool, f *[sgCount]segField, details *map[string]
 		return true
 	}
 	var ks keySet
+	var known uint32 // the known fields met, by kind (see seenKind)
 	for {
 		key, ok := d.key()
 		if !ok || !d.colon() {
 			return false
 		}
-		dup := d.seen(base, key, &ks)
 		kind := segFieldOf(key, batch)
+		dup := d.seenKind(base, key, &ks, &known, kind, sgUnknown)
 		start := d.pos
 		d.hasDup, d.dupKey, d.tooDeep = false, nil, false
 		if dup || kind == sgUnknown {
