@@ -841,3 +841,20 @@ func TestIdemKeyLenOK(t *testing.T) {
 		}
 	}
 }
+
+// TestContentHashPaths: the content hash laid out on the stack and the one
+// fed to a Digest hash the same bytes, for contents on either side of the
+// stack buffer's size, with and without a visitor and a time.
+func TestContentHashPaths(t *testing.T) {
+	props := []byte(`{"s":"` + strings.Repeat("x", contentHashBuf+64) + `"}`)
+	for n := 2; n <= len(props); n += 7 {
+		for _, c := range []Content{
+			{Name: "purchase", VisitorID: "v_1", HasVisitor: true, Properties: props[:n], Timestamp: 1768473000123, HasTimestamp: true},
+			{Name: "page", Properties: props[:n]},
+		} {
+			if got, want := ContentHash(&c), contentHashStream(&c); got != want {
+				t.Fatalf("%d bytes of properties, visitor %v: ContentHash %#x, the Digest's %#x", n, c.HasVisitor, got, want)
+			}
+		}
+	}
+}
