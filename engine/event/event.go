@@ -181,7 +181,7 @@ func (d *decoder) decodeEvent(mode int, r *eventResult) bool {
 	d.ws()
 	base := d.nkeys
 	var ks keySet
-	var known uint32 // the known fields met, by kind (see seenKind)
+	var known uint32 // the known fields met, by kind (markKind)
 	if d.next() == '}' {
 		d.pos++
 	} else {
@@ -191,10 +191,11 @@ func (d *decoder) decodeEvent(mode int, r *eventResult) bool {
 				return false
 			}
 			kind := fieldOf(key, mode)
-			dup := d.seenKind(base, key, &ks, &known, kind, fUnknown)
-			name := ""
+			dup, name := false, ""
 			if kind != fUnknown {
-				name = fieldNames[kind]
+				dup, name = markKind(&known, kind), fieldNames[kind]
+			} else {
+				dup = d.seen(base, key, &ks)
 			}
 			start := d.pos
 			d.hasDup, d.dupKey, d.tooDeep = false, nil, false

@@ -468,23 +468,20 @@ func (d *decoder) seen(base int, key []byte, ks *keySet) bool {
 	return false
 }
 
-// seenKind is seen for a member of an object whose known keys the caller
-// has already told apart (kind, unknown for the others): a known key is a
-// repeat if its bit in known is set, which costs a test instead of a
-// print, a search and a slot (a Segment message's known fields were a
-// third of its calls of seen); the others go through seen. Unescaping
-// comes first, so a known key spelled with escapes is the same kind.
-func (d *decoder) seenKind(base int, key []byte, ks *keySet, known *uint32, kind, unknown int) bool {
-	if kind == unknown {
-		return d.seen(base, key, ks)
-	}
+// markKind is the duplicate check of an object's known keys, which the
+// caller has already told apart by kind: it sets kind's bit in known and
+// reports whether it was set. A test instead of seen's print, search and
+// slot (a Segment message's known fields were a third of its calls of
+// seen); unescaping comes first, so a known key spelled with escapes is
+// the same kind. Unknown keys still go through seen.
+func markKind(known *uint32, kind int) bool {
 	bit := uint32(1) << kind
 	dup := *known&bit != 0
 	*known |= bit
-	return dup && !d.noDup
+	return dup
 }
 
-// The known fields' kinds fit seenKind's mask.
+// The known fields' kinds fit markKind's mask.
 var (
 	_ [32 - fCount]struct{}
 	_ [32 - sgCount]struct{}

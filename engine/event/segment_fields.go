@@ -139,14 +139,19 @@ func (d *decoder) segScan(batch bool, f *[sgCount]segField, details *map[string]
 		return true
 	}
 	var ks keySet
-	var known uint32 // the known fields met, by kind (see seenKind)
+	var known uint32 // the known fields met, by kind (markKind)
 	for {
 		key, ok := d.key()
 		if !ok || !d.colon() {
 			return false
 		}
 		kind := segFieldOf(key, batch)
-		dup := d.seenKind(base, key, &ks, &known, kind, sgUnknown)
+		var dup bool
+		if kind != sgUnknown {
+			dup = markKind(&known, kind)
+		} else {
+			dup = d.seen(base, key, &ks)
+		}
 		start := d.pos
 		d.hasDup, d.dupKey, d.tooDeep = false, nil, false
 		if dup || kind == sgUnknown {
