@@ -245,11 +245,13 @@ func segFinish(data []byte, f *[sgCount]segField, nums *propnums.Recorder, typ S
 	// same allocation. The message's members keep their offsets when its
 	// object is copied as sent (no whitespace, no member dropped for a
 	// mapped one), and the mapped members are never numbers.
+	hasMembers := props.state == present && props.size > 2
+	collide := hasMembers && segMayCollide(data[props.start:props.end], mask)
 	var noNums propnums.Recorder
 	switch {
-	case props.state != present || props.size <= 2:
+	case !hasMembers:
 		nums = &noNums
-	case props.size != props.end-props.start || segMayCollide(data[props.start:props.end], mask):
+	case props.size != props.end-props.start || collide:
 		nums = nil
 	}
 	if nums != nil {
@@ -286,9 +288,9 @@ func segFinish(data []byte, f *[sgCount]segField, nums *propnums.Recorder, typ S
 	nt := len(buf)
 	buf = append(buf, '{')
 	members := false
-	if props.state == present && props.size > 2 {
+	if hasMembers {
 		raw := data[props.start:props.end]
-		if segMayCollide(raw, mask) {
+		if collide {
 			buf, members = appendMembersExcept(buf, raw, mask)
 		} else {
 			buf = appendObject(buf, raw[1:], props.size-1)
