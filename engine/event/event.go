@@ -207,8 +207,10 @@ func (d *decoder) decodeEvent(mode int, r *eventResult) bool {
 				fv := &f[kind]
 				switch c := d.next(); {
 				case c == '"' && kind != fProps:
-					esc, ok := d.str()
-					if !ok {
+					esc := false
+					if j := plainEnd(d.data, start+1); j >= 0 {
+						d.pos = j + 1
+					} else if esc, ok = d.str(); !ok {
 						return false
 					}
 					*fv = rawField{state: present, esc: esc, start: start + 1, end: d.pos - 1}

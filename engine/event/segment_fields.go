@@ -164,8 +164,10 @@ func (d *decoder) segScan(batch bool, f *[sgCount]segField, details *map[string]
 			c := d.next()
 			switch depth := segObjectDepth(kind); {
 			case c == '"' && depth == 0:
-				esc, ok := d.str()
-				if !ok {
+				esc := false
+				if j := plainEnd(d.data, start+1); j >= 0 {
+					d.pos = j + 1
+				} else if esc, ok = d.str(); !ok {
 					return false
 				}
 				*fv = segField{state: present, esc: esc, start: start + 1, end: d.pos - 1}
