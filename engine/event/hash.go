@@ -38,57 +38,31 @@ func (in *Input) Content() Content {
 // concatenation; a byte 1 or 0 tells a present visitor or time from an
 // absent one. The bytes hashed are those LegacyContentHash hashes.
 func ContentHash(c *Content) uint64 {
-	if len(c.Name)+len(c.VisitorID)+len(c.Properties)+13 <= contentHashBuf {
-		// Most contents: the same bytes laid out on the stack and hashed in
-		// one call, where the Digest took seven writes (a Segment message's
-		// hash cost 1,070 instructions; docs/benchmarks.md, session 37).
-		var buf [contentHashBuf]byte
-		b := append(buf[:0], c.Name...)
-		if c.HasVisitor {
-			b = append(b, 0xff, 1)
-			b = append(b, c.VisitorID...)
-		} else {
-			b = append(b, 0xff, 0)
-		}
-		b = append(b, 0xff)
-		b = append(b, c.Properties...)
-		if c.HasTimestamp {
-			b = append(b, 0xff, 1)
-			b = binary.LittleEndian.AppendUint64(b, uint64(c.Timestamp))
-		} else {
-			b = append(b, 0xff, 0)
-		}
-		return xxhash.Sum64(b)
+	// The bytes laid out and hashed in one call: a Digest fed seven pieces
+	// cost a Segment message's hash 1,070 instructions (docs/benchmarks.md,
+	// session 37). Contents up to 1 KiB, nearly all, are laid out on the
+	// stack.
+	var stack [contentHashBuf]byte
+	b := stack[:0]
+	if n := len(c.Name) + len(c.VisitorID) + len(c.Properties) + 13; n > len(stack) {
+		b = make([]byte, 0, n)
 	}
-	return contentHashStream(c)
-}
-
-// contentHashStream is ContentHash fed to a Digest piece by piece, for
-// contents larger than its stack buffer.
-func contentHashStream(c *Content) uint64 {
-	var d xxhash.Digest
-	d.Reset()
-	var b [10]byte
-	b[0] = 0xff
-	_, _ = d.WriteString(c.Name)
+	b = append(b, c.Name...)
 	if c.HasVisitor {
-		b[1] = 1
-		_, _ = d.Write(b[:2])
-		_, _ = d.WriteString(c.VisitorID)
+		b = append(b, 0xff, 1)
+		b = append(b, c.VisitorID...)
 	} else {
-		_, _ = d.Write(b[:2])
+		b = append(b, 0xff, 0)
 	}
-	_, _ = d.Write(b[:1])
-	_, _ = d.Write(c.Properties)
+	b = append(b, 0xff)
+	b = append(b, c.Properties...)
 	if c.HasTimestamp {
-		b[1] = 1
-		binary.LittleEndian.PutUint64(b[2:], uint64(c.Timestamp))
-		_, _ = d.Write(b[:10])
+		b = append(b, 0xff, 1)
+		b = binary.LittleEndian.AppendUint64(b, uint64(c.Timestamp))
 	} else {
-		b[1] = 0
-		_, _ = d.Write(b[:2])
+		b = append(b, 0xff, 0)
 	}
-	return d.Sum64()
+	return xxhash.Sum64(b)
 }
 
 // LegacyContentHash is the content hash of the builds before xxhash, FNV-1a
