@@ -123,7 +123,7 @@ func endString(p []byte, i int) (int, bool) {
 	escaped := false
 	for i++; i < len(p); {
 		for ; i+8 <= len(p); i += 8 {
-			if w := quoteOrBackslash(binary.LittleEndian.Uint64(p[i:])); w != 0 {
+			if w := quoteOrBackslash(binary.LittleEndian.Uint64(p[i : i+8 : i+8])); w != 0 {
 				i += bits.TrailingZeros64(w) / 8
 				break
 			}
