@@ -360,7 +360,7 @@ func TestKill9NoAcknowledgedEventLost(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	// Counters and rollups are checkpointed every 20 ms instead of every
-	// second, so the kills land during or between checkpoints; the visitor
+	// five seconds, so the kills land during or between checkpoints; the visitor
 	// memory holds 1,500 entries, so today is split again and again and the
 	// kills land before, during and after splits (the visitor index of each
 	// acknowledged event is read back by checkAcked). The events sent with
