@@ -83,6 +83,12 @@ func (d *DB) List(q ListQuery) ([]Event, int64, error) {
 			return nil, 0, errCorrupt
 		}
 		e, err := er.read(it, ts, id)
+		if errors.Is(err, ErrNotFound) {
+			// Erased between its index entry and its record, as the
+			// other readers skip it (listMatching, ScanEvents).
+			seen--
+			continue
+		}
 		if err != nil {
 			return nil, 0, err
 		}
