@@ -61,7 +61,7 @@ const maxOverlayBuckets = 1 << 16
 // carries them merges with every rollup table below, however small the
 // operands: in a store holding 30 days of minute cells a 70 KB flushed
 // table rewrote 11 MB. Five seconds instead of one made the bench's
-// loaded phase merge 40% fewer bytes (docs/benchmarks.md, session 38);
+// loaded rounds merge 40% fewer bytes (docs/benchmarks.md, session 38);
 // a restart replays the commits of up to one interval.
 const DefaultDerivedInterval = 5 * time.Second
 
