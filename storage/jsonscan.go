@@ -109,11 +109,13 @@ const (
 
 // quoteOrBackslash sets the high bit of each byte of x (little-endian) that
 // is a quote or a backslash. A subtraction's borrow can also mark a byte
-// above a marked one, never below, so the lowest mark is always real.
+// above a marked one, never below, so the lowest mark is always real. The
+// xors keep each byte's high bit, so one mask with x clears the bytes of
+// at least 0x80 (UTF-8) for both terms.
 func quoteOrBackslash(x uint64) uint64 {
-	q := x ^ '"'*ones
-	bs := x ^ '\\'*ones
-	return ((q-ones)&^q | (bs-ones)&^bs) & highs
+	q := (x ^ '"'*ones) - ones
+	bs := (x ^ '\\'*ones) - ones
+	return (q | bs) &^ x & highs
 }
 
 // endString returns the index after the closing quote of the string starting

@@ -1,8 +1,10 @@
 package storage
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -174,5 +176,39 @@ func TestNumbersStaleIndex(t *testing.T) {
 	back.Numbers = in.Numbers
 	if err := decodeRecord(appendRecord(nil, &e), &back); err != nil || back.Numbers != nil {
 		t.Errorf("decodeRecord: %v, Numbers %v; want none", err, back.Numbers)
+	}
+}
+
+// quoteOrBackslash's lowest mark is the first quote or backslash, for every
+// pair of byte values at every pair of positions of a word (UTF-8 bytes of
+// at least 0x80 among them).
+func TestQuoteOrBackslashEachPair(t *testing.T) {
+	stop := func(c int) bool { return c == '"' || c == '\\' }
+	for c1 := 0; c1 < 256; c1++ {
+		for c2 := 0; c2 < 256; c2++ {
+			for p1 := 0; p1 < 8; p1++ {
+				for p2 := p1 + 1; p2 < 8; p2++ {
+					var w [8]byte
+					for i := range w {
+						w[i] = 'a'
+					}
+					w[p1], w[p2] = byte(c1), byte(c2)
+					want := 8
+					switch {
+					case stop(c1):
+						want = p1
+					case stop(c2):
+						want = p2
+					}
+					got := 8
+					if m := quoteOrBackslash(binary.LittleEndian.Uint64(w[:])); m != 0 {
+						got = bits.TrailingZeros64(m) / 8
+					}
+					if got != want {
+						t.Fatalf("%#x at %d, %#x at %d: first mark at %d, want %d", c1, p1, c2, p2, got, want)
+					}
+				}
+			}
+		}
 	}
 }
