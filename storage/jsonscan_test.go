@@ -188,10 +188,7 @@ func TestQuoteOrBackslashEachPair(t *testing.T) {
 		for c2 := 0; c2 < 256; c2++ {
 			for p1 := 0; p1 < 8; p1++ {
 				for p2 := p1 + 1; p2 < 8; p2++ {
-					var w [8]byte
-					for i := range w {
-						w[i] = 'a'
-					}
+					w := []byte("aaaaaaaa")
 					w[p1], w[p2] = byte(c1), byte(c2)
 					want := 8
 					switch {
@@ -201,7 +198,7 @@ func TestQuoteOrBackslashEachPair(t *testing.T) {
 						want = p2
 					}
 					got := 8
-					if m := quoteOrBackslash(binary.LittleEndian.Uint64(w[:])); m != 0 {
+					if m := quoteOrBackslash(binary.LittleEndian.Uint64(w)); m != 0 {
 						got = bits.TrailingZeros64(m) / 8
 					}
 					if got != want {
