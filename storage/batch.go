@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"slices"
 	"sync"
 
@@ -50,6 +51,8 @@ type Batch struct {
 type idemRecords struct {
 	recs []idemRec
 	buf  []byte
+	// group is scratch for a group's value in the compact form.
+	group []byte
 }
 
 // idemRec is a record in idemRecords.buf: klen bytes of key at off, then
@@ -116,20 +119,22 @@ func (b *Batch) appendIdemRecords() {
 			i++
 			continue
 		}
-		j, size := i+1, r.vlen
-		for ; j < len(ir.recs) && bytes.Equal(key(ir.recs[j]), k); j++ {
-			size += ir.recs[j].vlen
-		}
 		// The key ends with the first entry's event id: its record is the
 		// entry's last idemRecordLen bytes.
-		first := idemRecordID(value(r)[r.vlen-idemRecordLen:])
-		op := b.b.SetDeferred(len(k)+len(first), size)
-		copy(op.Key[copy(op.Key, k):], first)
-		at := 0
-		for _, e := range ir.recs[i:j] {
-			at += copy(op.Value[at:], value(e))
+		first := ID(idemRecordID(value(r)[r.vlen-idemRecordLen:]))
+		prev := first
+		g := append(ir.group[:0], compactGroup)
+		j := i
+		for ; j < len(ir.recs) && bytes.Equal(key(ir.recs[j]), k); j++ {
+			e := value(ir.recs[j])
+			n, w := binary.Uvarint(e) // the entry as AddIdempotencyHashed wrote it
+			g = appendCompactEntry(g, e[w:w+int(n)], e[w+int(n):], &prev)
 		}
+		op := b.b.SetDeferred(len(k)+len(first), len(g))
+		copy(op.Key[copy(op.Key, k):], first[:])
+		copy(op.Value, g)
 		_ = op.Finish()
+		ir.group = g
 		i = j
 	}
 	ir.recs, ir.buf = ir.recs[:0], buf[:0]

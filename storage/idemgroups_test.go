@@ -3,7 +3,9 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,7 +26,7 @@ func idemGroups(t testing.TB, db *DB) map[string][]string {
 	out := map[string][]string{}
 	for valid := it.First(); valid; valid = it.Next() {
 		var keys []string
-		if err := eachIdemEntry(it.Value(), func(k, _ []byte) { keys = append(keys, string(k)) }); err != nil {
+		if err := eachIdemEntry(it.Key(), it.Value(), func(k, _ []byte) { keys = append(keys, string(k)) }); err != nil {
 			t.Fatal(err)
 		}
 		out[string(it.Key())] = keys
@@ -238,31 +240,189 @@ func TestIdemGroupsErase(t *testing.T) {
 }
 
 // TestEachIdemEntry: a group's value that ends inside an entry is
-// corrupt, and nothing of it is taken past the last whole entry.
+// corrupt, and nothing of it is taken past the last whole entry, in the
+// 40-byte records' form and in the compact one.
 func TestEachIdemEntry(t *testing.T) {
-	rec := encodeIdemRecord(nil, IdemRecord{Hash: 1})
+	first := ID{0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7}
+	k := append(idemGroupPrefix(nil, 5, "key"), first[:]...)
+	rec := encodeIdemRecord(nil, IdemRecord{Hash: 1, ID: first})
 	whole := append(appendEntryKey(nil, []byte("k")), rec...)
+	prev := first
+	compact := appendCompactEntry(nil, []byte("k"), rec, &prev) // 1+1+8+1+1+1 bytes
+	two := append([]byte{compactGroup}, compact...)
+	two = append(two, compact...) // the same id again: a step of 0
 	for _, tc := range []struct {
 		name    string
-		v       []byte
+		k, v    []byte
 		entries int
 		err     error
 	}{
-		{"empty", nil, 0, nil},
-		{"one", whole, 1, nil},
-		{"two", append(append([]byte(nil), whole...), whole...), 2, nil},
-		{"short record", whole[:len(whole)-1], 0, errCorrupt},
-		{"short key", appendEntryKey(nil, []byte("key"))[:2], 0, errCorrupt},
-		{"bad length", []byte{0xff}, 0, errCorrupt},
-		{"huge length", append(binary.AppendUvarint(nil, 1<<64-20), rec...), 0, errCorrupt},
-		{"whole then short", append(append([]byte(nil), whole...), 5), 1, errCorrupt},
+		{"empty", k, nil, 0, nil},
+		{"one", k, whole, 1, nil},
+		{"two", k, append(append([]byte(nil), whole...), whole...), 2, nil},
+		{"short record", k, whole[:len(whole)-1], 0, errCorrupt},
+		{"short key", k, appendEntryKey(nil, []byte("key"))[:2], 0, errCorrupt},
+		{"bad length", k, []byte{0xff}, 0, errCorrupt},
+		{"huge length", k, append(binary.AppendUvarint(nil, 1<<64-20), rec...), 0, errCorrupt},
+		{"whole then short", k, append(append([]byte(nil), whole...), 5), 1, errCorrupt},
+		{"compact, none", k, []byte{compactGroup}, 0, nil},
+		{"compact, two", k, two, 2, nil},
+		{"compact, empty key", k, []byte{compactGroup, 0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 0, 0}, 0, errCorrupt},
+		{"compact, short hash", k, two[:1+1+1+7], 0, errCorrupt},
+		{"compact, no step", k, two[:1+1+1+8], 0, errCorrupt},
+		{"compact, no time", k, two[:1+1+1+8+1], 0, errCorrupt},
+		{"compact, no creation", k, two[:1+1+1+8+1+1], 0, errCorrupt},
+		{"compact, short id", k, append([]byte{compactGroup, 1, 'k', 0, 0, 0, 0, 0, 0, 0, 0, 0}, first[:15]...), 0, errCorrupt},
+		{"compact, then short", k, two[:len(two)-1], 1, errCorrupt},
+		{"compact, short group key", first[:15], two, 0, errCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 0
-			err := eachIdemEntry(tc.v, func(_, _ []byte) { n++ })
+			err := eachIdemEntry(tc.k, tc.v, func(_, _ []byte) { n++ })
 			if n != tc.entries || !errors.Is(err, tc.err) {
 				t.Errorf("%d entries, %v; want %d, %v", n, err, tc.entries, tc.err)
 			}
 		})
 	}
+}
+
+// TestCompactEntries: records written in the compact form read back as
+// they were, whatever their ids' steps (within a millisecond, carried into
+// the counter's upper bits, back, across milliseconds) and times (before
+// and after the id's millisecond, as far as int64 goes).
+func TestCompactEntries(t *testing.T) {
+	id := func(ms int64, hi uint16, lo uint64) ID {
+		x := IDAt(ms)
+		binary.BigEndian.PutUint16(x[6:], hi)
+		binary.BigEndian.PutUint64(x[8:], lo)
+		return x
+	}
+	const ms = 1_764_000_000_123
+	recs := []IdemRecord{
+		{Hash: 1, ID: id(ms, 3, 10), Timestamp: ms, CreatedAt: ms},
+		{Hash: 2, ID: id(ms, 3, 11), Timestamp: ms - 1500, CreatedAt: ms + 2},
+		{Hash: 3, ID: id(ms, 3, 1<<64-1), Timestamp: ms - 10*86_400_000, CreatedAt: ms},
+		{Hash: 4, ID: id(ms, 4, 5), Timestamp: math.MinInt64, CreatedAt: math.MaxInt64}, // carried into hi
+		{Hash: 5, ID: id(ms, 4, 2), Timestamp: 0, CreatedAt: -1},                        // back: whole
+		{Hash: 6, ID: id(ms+1, 0, 0), Timestamp: ms + 86_400_000, CreatedAt: ms},        // another millisecond
+		{Hash: 7, ID: id(ms+1, 0, 1<<63), Timestamp: ms, CreatedAt: ms},
+		{Hash: 1<<64 - 1, ID: id(ms+1, 1, 1<<63), Timestamp: ms, CreatedAt: ms}, // a step of 2^64: whole
+	}
+	k := append(idemGroupPrefix(nil, idemSlot(ms), "key"), recs[0].ID[:]...)
+	v := []byte{compactGroup}
+	prev := recs[0].ID
+	for i, r := range recs {
+		v = appendCompactEntry(v, []byte{'a' + byte(i)}, encodeIdemRecord(nil, r), &prev)
+	}
+	var got []IdemRecord
+	var keys []string
+	if err := eachIdemEntry(k, v, func(key, rec []byte) {
+		r, err := decodeIdemRecord(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, keys = append(got, r), append(keys, string(key))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, recs) || !slices.Equal(keys, []string{"a", "b", "c", "d", "e", "f", "g", "h"}) {
+		t.Errorf("read back %v %q, want %v", got, keys, recs)
+	}
+}
+
+// TestCompactEntryGolden pins the compact form of a group's entries: a
+// record of one commit takes 11 bytes after its key, where it took 40.
+func TestCompactEntryGolden(t *testing.T) {
+	const ms = 1_764_000_000_123
+	first := IDAt(ms)
+	first[15] = 9
+	next := first
+	next[15] = 10
+	key := []byte("node-next-1764000000000-12345")
+	prev := first
+	v := []byte{compactGroup}
+	v = appendCompactEntry(v, key, encodeIdemRecord(nil, IdemRecord{Hash: 0x0102030405060708, ID: first, Timestamp: ms - 3, CreatedAt: ms}), &prev)
+	v = appendCompactEntry(v, key, encodeIdemRecord(nil, IdemRecord{Hash: 0x1112131415161718, ID: next, Timestamp: ms - 2, CreatedAt: ms + 1}), &prev)
+	want := "00" +
+		"1d" + hex.EncodeToString(key) + "0102030405060708" + "01" + "05" + "00" +
+		"1d" + hex.EncodeToString(key) + "1112131415161718" + "02" + "03" + "02"
+	if got := hex.EncodeToString(v); got != want {
+		t.Errorf("compact group\n got %s\nwant %s", got, want)
+	}
+	if n := (len(v) - 1) / 2; n != len(appendEntryKey(nil, key))+11 {
+		t.Errorf("an entry takes %d bytes", n)
+	}
+}
+
+// TestIdemGroupsOldForm: groups of 40-byte records, which stores written
+// before session 39 hold, are read by look-ups, rebuilt into the filter at
+// a start without a saved one, and erased from, rewritten in the compact
+// form with the key they had.
+func TestIdemGroupsOldForm(t *testing.T) {
+	db := openTestDB(t, "")
+	now := time.Now().UnixMilli()
+	first := IDAt(now)
+	var v []byte
+	for i, key := range []string{"a", "b", "c"} {
+		id := first
+		id[15] = byte(i)
+		v = append(appendEntryKey(v, key), encodeIdemRecord(nil, IdemRecord{Hash: uint64(i), ID: id, Timestamp: now - 10, CreatedAt: now + int64(i)})...)
+	}
+	k := append(idemGroupPrefix(nil, idemSlot(now), "key"), first[:]...)
+	if err := db.Pebble().Set(k, v, pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db = reopenUnsaved(t, db)
+	checkIdem(t, db.DB, "old form", "key", map[string]int64{"a": now, "b": now + 1, "c": now + 2, "d": 0})
+
+	if err := db.eraseIdempotency(map[ID]bool{first: true}); err != nil { // a's event
+		t.Fatal(err)
+	}
+	got, closer, err := db.Pebble().Get(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || got[0] != compactGroup {
+		t.Errorf("the group after the erasure is %x, want the compact form", got)
+	}
+	_ = closer.Close()
+	checkIdem(t, db.DB, "erased", "key", map[string]int64{"a": 0, "b": now + 1, "c": now + 2})
+	if r, err := db.GetIdempotency("key", "c"); err != nil || r.Timestamp != now-10 || r.Hash != 2 || r.ID[15] != 2 {
+		t.Errorf("c after the erasure: %+v, %v", r, err)
+	}
+}
+
+// FuzzCompactEntries: two records written in the compact form after a
+// group's first id read back as they were, and any value read as a
+// compact group either fails as corrupt or yields whole records.
+func FuzzCompactEntries(f *testing.F) {
+	f.Add([]byte("0123456789abcdef"), []byte("0123456789abcdeg"), int64(5), int64(-3), uint64(7), []byte{0, 1, 'k'})
+	f.Fuzz(func(t *testing.T, a, b []byte, ts, created int64, hash uint64, raw []byte) {
+		if len(a) != len(ID{}) || len(b) != len(ID{}) {
+			return
+		}
+		first := ID(a)
+		recs := []IdemRecord{
+			{Hash: hash, ID: first, Timestamp: ts, CreatedAt: created},
+			{Hash: ^hash, ID: ID(b), Timestamp: created, CreatedAt: ts},
+		}
+		k := append(idemGroupPrefix(nil, 1, "key"), first[:]...)
+		v := []byte{compactGroup}
+		prev := first
+		for _, r := range recs {
+			v = appendCompactEntry(v, []byte("k"), encodeIdemRecord(nil, r), &prev)
+		}
+		var got []IdemRecord
+		if err := eachIdemEntry(k, v, func(_, rec []byte) {
+			r, _ := decodeIdemRecord(rec)
+			got = append(got, r)
+		}); err != nil || !slices.Equal(got, recs) {
+			t.Fatalf("read back %v, %v; want %v", got, err, recs)
+		}
+		_ = eachIdemEntry(k, append([]byte{compactGroup}, raw...), func(key, rec []byte) {
+			if len(key) == 0 || len(rec) != idemRecordLen {
+				t.Fatalf("entry %q with a record of %d bytes", key, len(rec))
+			}
+		})
+	})
 }

@@ -55,7 +55,7 @@ func idemBySecond(t testing.TB, db *DB) (records, groups int) {
 	}
 	for valid := it.First(); valid; valid = it.Next() {
 		groups++
-		if err := eachIdemEntry(it.Value(), func(_, _ []byte) { records++ }); err != nil {
+		if err := eachIdemEntry(it.Key(), it.Value(), func(_, _ []byte) { records++ }); err != nil {
 			t.Fatal(err)
 		}
 	}
