@@ -309,6 +309,9 @@ func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 				req.Reply <- rep
 				return
 			}
+			// Filed now, while the look-up's buckets are in this CPU's
+			// cache: the shard writes the record where it was filed.
+			p.IdemSlot, p.IdemFiled = k.keys.db.FileIdempotency(p.IdemHash, req.Now.UnixMilli())
 			c.hashes = append(c.hashes, p.IdemHash)
 		}
 	}

@@ -65,6 +65,12 @@ type Pending struct {
 	// set by the key actor, which looks the key up, for the shard, which
 	// stores it: each key is hashed once.
 	IdemHash uint64
+	// IdemSlot is where the key actor filed IdemKey in the store's filter
+	// (storage.DB.FileIdempotency) and IdemFiled whether the filter took
+	// it: the shard writes the record there without asking the filter
+	// again.
+	IdemSlot  uint64
+	IdemFiled bool
 	// Content is what Hash covers (keyed events only), hashed again the
 	// older way only when a stored record's hash differs (SameContent).
 	Content event.Content

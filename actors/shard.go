@@ -91,17 +91,14 @@ func (s *shard) Receive(ctx actor.Context) {
 	}
 }
 
-// addIdempotency adds the records of c's keyed events, after the events:
-// their filter buckets are read together (storage.DB.TouchIdempotency)
-// and then taken while still in the cache. Among the events' other writes
-// the buckets read first were evicted again (session 28).
+// addIdempotency adds the records of c's keyed events, after the events,
+// where the key actor filed them (storage.DB.FileIdempotency): the shard
+// does not read the filter, whose buckets the key actor had in its cache
+// and the shard read again, a cache miss or two a key (session 39).
 func (s *shard) addIdempotency(c *commit, now int64) {
-	if len(c.hashes) > 1 {
-		s.db.TouchIdempotency(c.hashes)
-	}
 	for i := range c.write.Events {
 		if p := &c.write.Events[i]; p.IdemKey != "" {
-			s.batch.AddIdempotencyHashed(c.keyID, p.IdemKey, p.IdemHash, storage.IdemRecord{
+			s.batch.AddIdempotencyFiled(c.keyID, p.IdemKey, p.IdemSlot, p.IdemFiled, storage.IdemRecord{
 				Hash: p.Hash, ID: p.Event.ID, Timestamp: p.Event.Timestamp, CreatedAt: now,
 			})
 		}

@@ -254,6 +254,20 @@ func (b *Batch) waitIdemFilter() {
 // is h.
 func (b *Batch) AddIdempotencyHashed(keyID, key string, h uint64, r IdemRecord) {
 	b.waitIdemFilter()
+	slot := idemSlot(r.CreatedAt)
+	b.addIdemRecord(keyID, key, slot, b.db.idemSlots.addHash(h, slot), r)
+}
+
+// AddIdempotencyFiled is AddIdempotency of a key that DB.FileIdempotency
+// filed: in slot's group if the filter took it (filed), in its day's
+// partition if not. The filter is not asked again.
+func (b *Batch) AddIdempotencyFiled(keyID, key string, slot uint64, filed bool, r IdemRecord) {
+	b.addIdemRecord(keyID, key, slot, filed, r)
+}
+
+// addIdemRecord adds keyID's key with its record r: in slot's group if the
+// filter holds it there (filed), else in the day layout.
+func (b *Batch) addIdemRecord(keyID, key string, slot uint64, filed bool, r IdemRecord) {
 	if b.recs == nil {
 		if b.recs, _ = b.db.pools.idem.Get().(*idemRecords); b.recs == nil {
 			b.recs = new(idemRecords)
@@ -262,7 +276,7 @@ func (b *Batch) AddIdempotencyHashed(keyID, key string, h uint64, r IdemRecord) 
 	ir := b.recs
 	off := len(ir.buf)
 	var k, buf []byte
-	if slot := idemSlot(r.CreatedAt); b.db.idemSlots.addHash(h, slot) {
+	if filed {
 		// The group's prefix, then the entry (idemgroups.go).
 		k = idemGroupPrefix(ir.buf, slot, keyID)
 		buf = encodeIdemRecord(appendEntryKey(k, key), r)

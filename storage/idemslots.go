@@ -180,6 +180,20 @@ func (s *idemSlots) find(h uint64, nowMs int64, dst []uint64) []uint64 {
 // IdempotencyReady is closed (a start may read the hash's seed back).
 func (d *DB) IdempotencyHash(keyID, key string) uint64 { return d.idemSlots.hash(keyID, key) }
 
+// FileIdempotency puts the key hashed to h (IdempotencyHash) in the
+// filter at the slot of nowMs, for the record a batch adds with
+// Batch.AddIdempotencyFiled once the key's event is stored: the key actor
+// files a new key right after its look-up missed, while the filter's
+// buckets are in its CPU's cache, where the shard read them again. filed
+// is false if the filter refused it (the record then goes to the day
+// layout, which look-ups read from then on). A key filed whose event is
+// not stored (its write failed or waits for another) costs a later
+// look-up of it a read of its slot's groups.
+func (d *DB) FileIdempotency(h uint64, nowMs int64) (slot uint64, filed bool) {
+	slot = idemSlot(nowMs)
+	return slot, d.idemSlots.addHash(h, slot)
+}
+
 // TouchIdempotency reads the filter's buckets of the keys hashed to hs
 // (IdempotencyHash), so that their look-ups and inserts soon after find
 // them in the CPU's cache (slotfilter's Touch): a keyed batch of 100 made

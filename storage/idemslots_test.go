@@ -373,3 +373,41 @@ func reopenWithSave(t *testing.T, db testDB, path string, file []byte) testDB {
 	waitIdem(t, db.DB)
 	return db
 }
+
+// TestFileIdempotency: a key filed ahead of its batch is written in the
+// group of the slot it was filed at, even when the batch's records are
+// created later, and found there; a key the filter refuses (here: no
+// filter) goes to the day layout and is found there.
+func TestFileIdempotency(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		filterKeys int
+		filed      bool
+	}{{"filter", 0, true}, {"no filter", -1, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openTestDBWith(t, Options{IdempotencyFilterKeys: tc.filterKeys})
+			waitIdem(t, db.DB)
+			now := time.Now().UnixMilli()
+			slot, filed := db.FileIdempotency(db.IdempotencyHash("key", "a"), now-2000)
+			if filed != tc.filed || slot != idemSlot(now-2000) {
+				t.Fatalf("filed at %d: %v; want %d: %v", slot, filed, idemSlot(now-2000), tc.filed)
+			}
+			b := db.NewBatch()
+			b.AddIdempotencyFiled("key", "a", slot, filed, IdemRecord{Hash: 1, ID: testID(1), CreatedAt: now})
+			if err := b.Commit(true); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			checkIdem(t, db.DB, "filed", "key", map[string]int64{"a": now, "b": 0})
+			groups := idemGroups(t, db.DB)
+			for k := range groups {
+				if s, _, _ := parseIdemGroupKey([]byte(k)); s != slot {
+					t.Errorf("group of slot %d, want the filed %d", s, slot)
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.filed]; len(groups) != want {
+				t.Errorf("%d groups, want %d", len(groups), want)
+			}
+		})
+	}
+}
