@@ -127,7 +127,7 @@ func (b *Batch) appendIdemRecords() {
 		j := i
 		for ; j < len(ir.recs) && bytes.Equal(key(ir.recs[j]), k); j++ {
 			e := value(ir.recs[j])
-			n, w := binary.Uvarint(e) // the entry as AddIdempotencyHashed wrote it
+			n, w := binary.Uvarint(e) // the entry as addIdemRecord wrote it
 			g = appendCompactEntry(g, e[w:w+int(n)], e[w+int(n):], &prev)
 		}
 		op := b.b.SetDeferred(len(k)+len(first), len(g))
@@ -236,7 +236,8 @@ func (b *Batch) addLateKeys(p *pendingLate) {
 // the filter is full (idempotency.go).
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
 	b.waitIdemFilter() // the hash's seed may be the saved filter's
-	b.AddIdempotencyHashed(keyID, key, b.db.IdempotencyHash(keyID, key), r)
+	slot := idemSlot(r.CreatedAt)
+	b.addIdemRecord(keyID, key, slot, b.db.idemSlots.addHash(b.db.IdempotencyHash(keyID, key), slot), r)
 }
 
 // waitIdemFilter waits, once a batch, for Open's rebuild of the filter.
@@ -248,14 +249,6 @@ func (b *Batch) waitIdemFilter() {
 		<-b.db.idemSlots.ready
 		b.idemWaited = true
 	}
-}
-
-// AddIdempotencyHashed is AddIdempotency of a key whose IdempotencyHash
-// is h.
-func (b *Batch) AddIdempotencyHashed(keyID, key string, h uint64, r IdemRecord) {
-	b.waitIdemFilter()
-	slot := idemSlot(r.CreatedAt)
-	b.addIdemRecord(keyID, key, slot, b.db.idemSlots.addHash(h, slot), r)
 }
 
 // AddIdempotencyFiled is AddIdempotency of a key that DB.FileIdempotency

@@ -174,9 +174,8 @@ func (s *idemSlots) find(h uint64, nowMs int64, dst []uint64) []uint64 {
 }
 
 // IdempotencyHash is the hash by which the filter knows keyID's key:
-// callers that look a key up and then store it (the key actor, the shard)
-// hash it once and pass it on (IdemLookup.GetHashed,
-// Batch.AddIdempotencyHashed). It holds from the moment
+// the key actor hashes a key once, looks it up and files it with the hash
+// (IdemLookup.GetHashed, FileIdempotency). It holds from the moment
 // IdempotencyReady is closed (a start may read the hash's seed back).
 func (d *DB) IdempotencyHash(keyID, key string) uint64 { return d.idemSlots.hash(keyID, key) }
 

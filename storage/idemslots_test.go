@@ -131,12 +131,9 @@ func TestIdemSlots(t *testing.T) {
 	checkIdem(t, db.DB, "swept again", "key", map[string]int64{"c": now - 1500, "e": now - 1000})
 }
 
-// TestIdemSlotsFull: past the filter's bound keys are kept by day, which
-// look-ups then read too, also once reopened; a key stored again there is
-// found over its older record kept by second.
-// A key stored and looked up by the hash its caller computed once
-// (IdempotencyHash), after TouchIdempotency, is the key stored and looked
-// up by name.
+// TestIdempotencyHashed: a key filed, stored and looked up by the hash its
+// caller computed once (IdempotencyHash), after TouchIdempotency, is the
+// key stored and looked up by name.
 func TestIdempotencyHashed(t *testing.T) {
 	db := openTestDB(t, "")
 	now := time.Now().UnixMilli()
@@ -151,7 +148,8 @@ func TestIdempotencyHashed(t *testing.T) {
 	db.TouchIdempotency(hs)
 	b := db.NewBatch()
 	for i, k := range keys {
-		b.AddIdempotencyHashed("key_1", k, hs[i], IdemRecord{Hash: uint64(i + 1), ID: testID(uint64(i + 1)), CreatedAt: now})
+		slot, filed := db.FileIdempotency(hs[i], now)
+		b.AddIdempotencyFiled("key_1", k, slot, filed, IdemRecord{Hash: uint64(i + 1), ID: testID(uint64(i + 1)), CreatedAt: now})
 	}
 	if err := b.Commit(false); err != nil {
 		t.Fatal(err)
