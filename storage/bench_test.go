@@ -2,6 +2,7 @@ package storage
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -421,6 +422,44 @@ func BenchmarkListLateMemory(b *testing.B) {
 			b.Fatal(len(page), err)
 		}
 	}
+}
+
+// BenchmarkWriteLateMemory writes 100,000 displaced events' M and J keys
+// held in the late memory to Pebble, as the late writer does with the
+// cells behind its cut (latewrite.go).
+func BenchmarkWriteLateMemory(b *testing.B) {
+	db := openTestDB(b, "")
+	stopBackground(db.DB)
+	const n, batch = 100_000, 1000
+	b.ReportAllocs()
+	for round := 0; b.Loop(); round++ {
+		b.StopTimer()
+		// Ids of now, times up to 5 s before them, past the cut the last
+		// round's write left.
+		base := max(time.Now().UnixMilli(), db.late.cut+5000)
+		for i := 0; i < n; i += batch {
+			bt := db.NewBatch()
+			for j := i; j < i+batch; j++ {
+				id := IDAt(base)
+				binary.BigEndian.PutUint64(id[8:], uint64(round*n+j))
+				ts := base - 1 - int64(j*7919%5000)
+				bt.AddEvent(1, &Event{ID: id, Name: fmt.Sprint("e", j%8), Timestamp: ts, CreatedAt: ts,
+					VisitorID: fmt.Sprint("v", j%1000), HasVisitor: true})
+			}
+			if err := bt.Commit(false); err != nil {
+				b.Fatal(err)
+			}
+			bt.Close()
+		}
+		if got, _ := db.LateMemory(); got != n {
+			b.Fatalf("%d entries in memory, want %d", got, n)
+		}
+		b.StartTimer()
+		if err := db.WriteLateMemory(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 }
 
 // BenchmarkSweepIdempotency sweeps a store of 500,000 idempotency records

@@ -110,7 +110,16 @@ func (d *DB) writeLate(all bool) error {
 	for r, i := range byKey {
 		rank[i] = uint32(r)
 	}
-	b := d.db.NewBatch()
+	// Sized for a whole batch and kept at that size from one to the next:
+	// grown from nothing, and dropped by Reset past Pebble's 1 MiB, each
+	// batch of 32k keys was copied a dozen times on its way up (25 MB
+	// allocated a write of 100,000 events; BenchmarkWriteLateMemory).
+	entries := 0
+	for _, dc := range cells {
+		entries += len(dc.entries)
+	}
+	size := min(2*entries, l.batch) * lateKeyBytes
+	b := d.db.NewBatch(pebble.WithInitialSizeBytes(size), pebble.WithMaxRetainedSizeBytes(2*size))
 	defer b.Close()
 	// In batches of lateBatchKeys: one batch of a million keys held the
 	// commits queued behind it for as long as its WAL write (p99.9 251 ms
@@ -123,7 +132,7 @@ func (d *DB) writeLate(all bool) error {
 			b.Reset()
 		}
 	}
-	var k []byte
+	var k, v []byte
 	var sorter lateSorter
 	for _, dc := range cells {
 		// A copy, sorted: readers read the cell meanwhile. The M keys in
@@ -140,7 +149,9 @@ func (d *DB) writeLate(all bool) error {
 		for i := range es {
 			e := &es[i]
 			k = displacedNameKey(k[:0], e.ds, names[e.name], e.ts, e.id)
-			v := appendBotMark(k[len(k):], e.flags&lateBot != 0)
+			// A buffer of its own: after the key's, a value that outgrew
+			// the key's spare room was allocated for every J key.
+			v = appendBotMark(v[:0], e.flags&lateBot != 0)
 			if e.flags&lateVisitor != 0 {
 				v = append(v, dc.visitor(e)...)
 			}
@@ -184,6 +195,11 @@ func (c *lateCell) keepFrom(i int) {
 	}
 	c.entries, c.arena = rest, arena
 }
+
+// lateKeyBytes is about what an M or J key takes in a batch with its value
+// and the batch's own bytes: 33 for an M key, 50-90 for a J key by its name
+// and visitor id.
+const lateKeyBytes = 64
 
 // dueCell is a cell being written, and what it held when the write began.
 type dueCell struct {
