@@ -30,7 +30,8 @@ type Batch struct {
 	// late are the batch's displaced events' M and J keys; Commit writes
 	// them or gives them to memory (latemem.go).
 	late    []pendingLate
-	maxIDMs int64 // the latest id millisecond added (DB.idCeil)
+	lbuf    *[]pendingLate // where late came from (batchPools)
+	maxIDMs int64          // the latest id millisecond added (DB.idCeil)
 	// idemWaited: the batch waited for the idempotency filter's rebuild
 	// (waitIdemFilter).
 	idemWaited bool
@@ -150,11 +151,13 @@ func (b *Batch) family(f keyFamily) *pebble.Batch {
 
 // batchPools keep what a closed batch built for the next one: its rollup
 // cells, its visitor entries' slice (grown from nothing in every commit,
-// those were a ninth of a batch request's allocated bytes) and its
-// idempotency records' buffers.
+// those were a ninth of a batch request's allocated bytes), its displaced
+// events' slice (168 bytes an event of a Segment batch, session 39) and
+// its idempotency records' buffers.
 type batchPools struct {
 	rollups  sync.Pool // *rollups
 	visitors sync.Pool // *[]pendingVisitor
+	late     sync.Pool // *[]pendingLate
 	idem     sync.Pool // *idemRecords
 }
 
@@ -185,6 +188,12 @@ func (b *Batch) AddEvent(ds uint32, e *Event) {
 		v := appendRecord(appendTS(k[len(k):], e.Timestamp), e)
 		_ = b.family(familyDisplaced).Set(k, v, nil)
 		k = v[:0]
+		if b.lbuf == nil {
+			if b.lbuf, _ = b.db.pools.late.Get().(*[]pendingLate); b.lbuf == nil {
+				b.lbuf = new([]pendingLate)
+			}
+			b.late = (*b.lbuf)[:0]
+		}
 		b.late = append(b.late, pendingLate{ds: ds, ts: e.Timestamp, id: e.ID, name: e.Name,
 			visitor: e.VisitorID, hasVisitor: e.HasVisitor, bot: bot})
 	default:
@@ -401,6 +410,12 @@ func (b *Batch) Close() {
 		*b.vbuf = b.visitors[:0]
 		b.db.pools.visitors.Put(b.vbuf)
 		b.vbuf, b.visitors = nil, nil
+	}
+	if b.lbuf != nil {
+		clear(b.late)
+		*b.lbuf = b.late[:0]
+		b.db.pools.late.Put(b.lbuf)
+		b.lbuf, b.late = nil, nil
 	}
 	if b.roll != nil {
 		b.roll.reset()
