@@ -152,18 +152,29 @@ func (b *Batch) family(f keyFamily) *pebble.Batch {
 // batchPools keep what a closed batch built for the next one: its rollup
 // cells, its visitor entries' slice (grown from nothing in every commit,
 // those were a ninth of a batch request's allocated bytes), its displaced
-// events' slice (168 bytes an event of a Segment batch, session 39) and
-// its idempotency records' buffers.
+// events' slice (168 bytes an event of a Segment batch, session 39), its
+// idempotency records' buffers and its scratch buffer (grown from nothing
+// to a record's size in every commit, 47 bytes an event).
 type batchPools struct {
 	rollups  sync.Pool // *rollups
 	visitors sync.Pool // *[]pendingVisitor
 	late     sync.Pool // *[]pendingLate
 	idem     sync.Pool // *idemRecords
+	scratch  sync.Pool // *[]byte
 }
+
+// maxPooledScratch bounds the scratch buffer a closed batch leaves for the
+// next: a record's key and value, about 500 bytes, up to the largest
+// records' 64 KiB.
+const maxPooledScratch = 64 << 10
 
 // NewBatch starts an empty batch.
 func (d *DB) NewBatch() *Batch {
-	return &Batch{db: d, b: d.db.NewBatch()}
+	b := &Batch{db: d, b: d.db.NewBatch()}
+	if p, ok := d.pools.scratch.Get().(*[]byte); ok {
+		b.scratch = *p
+	}
+	return b
 }
 
 // Len is the number of events added.
@@ -416,6 +427,11 @@ func (b *Batch) Close() {
 		*b.lbuf = b.late[:0]
 		b.db.pools.late.Put(b.lbuf)
 		b.lbuf, b.late = nil, nil
+	}
+	if cap(b.scratch) > 0 && cap(b.scratch) <= maxPooledScratch {
+		p := b.scratch[:0]
+		b.db.pools.scratch.Put(&p)
+		b.scratch = nil
 	}
 	if b.roll != nil {
 		b.roll.reset()
