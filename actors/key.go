@@ -148,7 +148,7 @@ func (k *keyActor) limits(kind ratelimit.Kind) ratelimit.Limits {
 
 func (k *keyActor) handle(ctx actor.Context, req *Request) {
 	rep := &req.rep
-	*rep = Reply{Allowed: true, req: req}
+	*rep = Reply{Allowed: true, req: req, spare: rep.spare}
 	if req.Write != nil && k.keys.gate != nil {
 		if err := k.keys.gate(); err != nil {
 			k.refuse(req, rep, err)
@@ -221,12 +221,7 @@ func (k *keyActor) publishBlocked(kind ratelimit.Kind, now time.Time, b *ratelim
 // write settles idempotency keys, then forwards what is new to a shard.
 func (k *keyActor) write(ctx actor.Context, req *Request, rep *Reply) {
 	w := req.Write
-	if len(w.Events) == 1 {
-		rep.Results = rep.resultsBuf[:]
-		rep.Results[0] = Result{}
-	} else {
-		rep.Results = make([]Result, len(w.Events))
-	}
+	rep.Results = rep.results(len(w.Events))
 	c := &req.c
 	*c = commit{keyID: k.cfg.ID, reply: rep, replyTo: req.Reply}
 	if !hasIdempotencyKeys(w) {

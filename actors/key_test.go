@@ -32,3 +32,33 @@ func TestRepeatOf(t *testing.T) {
 		})
 	}
 }
+
+// TestReplyResults: a reset request keeps its last batch's results for the
+// next one that fits, zeroed; a single event's come from the reply's own
+// array, and results past the bound are not kept.
+func TestReplyResults(t *testing.T) {
+	var req Request
+	rep := &req.rep
+	if rs := rep.results(1); len(rs) != 1 || &rs[0] != &rep.resultsBuf[0] {
+		t.Error("one result: not the reply's own")
+	}
+	rs := rep.results(100)
+	rs[99] = Result{Outcome: Conflict}
+	rep.Results = rs
+	req.Reset()
+	if got := rep.results(50); len(got) != 50 || &got[0] != &rs[0] || got[49] != (Result{}) {
+		t.Error("a batch after a larger one: not its array, or not zeroed")
+	}
+	rs[49] = Result{Outcome: Duplicate}
+	if got := rep.results(100); &got[0] != &rs[0] || got[49] != (Result{}) || got[99] != (Result{}) {
+		t.Error("a batch as large: not its array, or not zeroed")
+	}
+	if got := rep.results(101); &got[0] == &rs[0] || len(got) != 101 {
+		t.Error("a larger batch: the smaller array")
+	}
+	rep.Results = make([]Result, maxSpareResults+1)
+	req.Reset()
+	if rep.spare != nil {
+		t.Errorf("kept %d results, past the bound", cap(rep.spare))
+	}
+}

@@ -124,6 +124,9 @@ type Reply struct {
 	// Backing arrays for the common cases, so a reply allocates nothing more.
 	windowsBuf [3]ratelimit.WindowStatus
 	resultsBuf [1]Result
+	// spare is the results array of this request's last batch, kept by
+	// Request.Reset for the next (results).
+	spare []Result
 
 	req *Request // the request this reply is part of
 }
@@ -139,7 +142,31 @@ func (rep *Reply) Request() *Request { return rep.req }
 // events or results alive.
 func (r *Request) Reset() {
 	ch := r.Reply
+	spare := r.rep.Results
+	if cap(spare) <= len(r.rep.resultsBuf) || cap(spare) > maxSpareResults {
+		spare = nil
+	}
 	*r = Request{Reply: ch}
+	r.rep.spare = spare[:0]
+}
+
+// maxSpareResults bounds the results a reset request keeps for its next
+// write: a batch's, up to 1,000 events (40 KB).
+const maxSpareResults = 1000
+
+// results is n zeroed results: in the array the reply's request kept from
+// its last batch when it holds n (a batch of 100 allocated 4 KB for them).
+func (rep *Reply) results(n int) []Result {
+	if n <= len(rep.resultsBuf) {
+		rep.resultsBuf = [len(rep.resultsBuf)]Result{}
+		return rep.resultsBuf[:n]
+	}
+	if cap(rep.spare) >= n {
+		rs := rep.spare[:n]
+		clear(rs)
+		return rs
+	}
+	return make([]Result, n)
 }
 
 // ErrStopped answers requests that reach an actor while the service stops.
