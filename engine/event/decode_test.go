@@ -844,3 +844,19 @@ func TestIdemKeyLenOK(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeBatchInto: a batch decoded into a slice that held another
+// batch gets its own entries only, in that slice's array when it fits.
+func TestDecodeBatchInto(t *testing.T) {
+	first, _, _, p := DecodeBatchInto(nil, []byte(batchOf(3, benchBody)))
+	if p != nil || len(first) != 3 {
+		t.Fatalf("first batch: %d entries, %v", len(first), p)
+	}
+	second, _, _, p := DecodeBatchInto(first, []byte(`{"events":[{"event":"b","visitor_id":"v"}]}`))
+	if p != nil || len(second) != 1 || second[0].Input.Name != "b" || &second[0] != &first[0] {
+		t.Fatalf("second batch: %+v, %v; want one entry named b in the first's array", second, p)
+	}
+	if empty, _, _, p := DecodeBatchInto(first, []byte(`{"events":[]}`)); p == nil || len(empty) != 0 {
+		t.Errorf("an empty batch: %d entries, %v; want refused", len(empty), p)
+	}
+}
