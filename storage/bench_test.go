@@ -398,23 +398,12 @@ func BenchmarkWriteVisitorTables(b *testing.B) {
 func BenchmarkListLateMemory(b *testing.B) {
 	db := openTestDB(b, "")
 	stopBackground(db.DB)
-	const n, batch = 300_000, 1000
+	const n = 300_000
 	base := int64(planDay)
-	for i := 0; i < n; i += batch {
-		bt := db.NewBatch()
-		for j := i; j < i+batch; j++ {
-			ts := base + int64(j)*30_000/n - int64(j*7919%5000) // 0-5 s queueing
-			bt.AddEvent(1, &Event{ID: testID(uint64(j + 1)), Name: "e", Timestamp: ts, CreatedAt: ts,
-				VisitorID: fmt.Sprint("v", j%1000), HasVisitor: true})
-		}
-		if err := bt.Commit(false); err != nil {
-			b.Fatal(err)
-		}
-		bt.Close()
-	}
-	if got, _ := db.LateMemory(); got != n {
-		b.Fatalf("%d entries in memory, want %d", got, n)
-	}
+	fillLateMemory(b, db.DB, n, func(j int) Event {
+		ts := base + int64(j)*30_000/n - int64(j*7919%5000) // 0-5 s queueing
+		return Event{ID: testID(uint64(j + 1)), Name: "e", Timestamp: ts, CreatedAt: ts}
+	})
 	q := ListQuery{Dataset: 1, To: math.MaxInt64, Limit: 20}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -424,36 +413,47 @@ func BenchmarkListLateMemory(b *testing.B) {
 	}
 }
 
+// fillLateMemory commits n displaced events, event(j) each with a visitor
+// of 1,000, in batches of 1,000, and checks that the late memory holds
+// them all.
+func fillLateMemory(b *testing.B, db *DB, n int, event func(j int) Event) {
+	b.Helper()
+	for i := 0; i < n; i += 1000 {
+		bt := db.NewBatch()
+		for j := i; j < i+1000; j++ {
+			e := event(j)
+			e.VisitorID, e.HasVisitor = fmt.Sprint("v", j%1000), true
+			bt.AddEvent(1, &e)
+		}
+		if err := bt.Commit(false); err != nil {
+			b.Fatal(err)
+		}
+		bt.Close()
+	}
+	if got, _ := db.LateMemory(); got != n {
+		b.Fatalf("%d entries in memory, want %d", got, n)
+	}
+}
+
 // BenchmarkWriteLateMemory writes 100,000 displaced events' M and J keys
 // held in the late memory to Pebble, as the late writer does with the
 // cells behind its cut (latewrite.go).
 func BenchmarkWriteLateMemory(b *testing.B) {
 	db := openTestDB(b, "")
 	stopBackground(db.DB)
-	const n, batch = 100_000, 1000
+	const n = 100_000
 	b.ReportAllocs()
 	for round := 0; b.Loop(); round++ {
 		b.StopTimer()
 		// Ids of now, times up to 5 s before them, past the cut the last
 		// round's write left.
 		base := max(time.Now().UnixMilli(), db.late.cut+5000)
-		for i := 0; i < n; i += batch {
-			bt := db.NewBatch()
-			for j := i; j < i+batch; j++ {
-				id := IDAt(base)
-				binary.BigEndian.PutUint64(id[8:], uint64(round*n+j))
-				ts := base - 1 - int64(j*7919%5000)
-				bt.AddEvent(1, &Event{ID: id, Name: fmt.Sprint("e", j%8), Timestamp: ts, CreatedAt: ts,
-					VisitorID: fmt.Sprint("v", j%1000), HasVisitor: true})
-			}
-			if err := bt.Commit(false); err != nil {
-				b.Fatal(err)
-			}
-			bt.Close()
-		}
-		if got, _ := db.LateMemory(); got != n {
-			b.Fatalf("%d entries in memory, want %d", got, n)
-		}
+		fillLateMemory(b, db.DB, n, func(j int) Event {
+			id := IDAt(base)
+			binary.BigEndian.PutUint64(id[8:], uint64(round*n+j))
+			ts := base - 1 - int64(j*7919%5000)
+			return Event{ID: id, Name: fmt.Sprint("e", j%8), Timestamp: ts, CreatedAt: ts}
+		})
 		b.StartTimer()
 		if err := db.WriteLateMemory(); err != nil {
 			b.Fatal(err)
