@@ -256,8 +256,8 @@ func (b *Batch) addLateKeys(p *pendingLate) {
 // the filter is full (idempotency.go).
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
 	b.waitIdemFilter() // the hash's seed may be the saved filter's
-	slot := idemSlot(r.CreatedAt)
-	b.addIdemRecord(keyID, key, slot, b.db.idemSlots.addHash(b.db.IdempotencyHash(keyID, key), slot), r)
+	slot, filed := b.db.FileIdempotency(b.db.IdempotencyHash(keyID, key), r.CreatedAt)
+	b.addIdemRecord(keyID, key, slot, filed, r)
 }
 
 // waitIdemFilter waits, once a batch, for Open's rebuild of the filter.
