@@ -124,6 +124,15 @@ func idPlus(id ID, step uint64) ID {
 	return id
 }
 
+// groupFirstID is the first entry's event id that group key k ends with;
+// ok false if k is too short to hold one.
+func groupFirstID(k []byte) (ID, bool) {
+	if len(k) < len(ID{}) {
+		return ID{}, false
+	}
+	return ID(k[len(k)-len(ID{}):]), true
+}
+
 // eachIdemEntry calls fn with each entry of the group at k with value v, in
 // the order written: key points into v, rec is the entry's record in
 // encodeIdemRecord's form, valid until fn returns.
@@ -140,10 +149,10 @@ func eachIdemEntry(k, v []byte, fn func(key, rec []byte)) error {
 		}
 		return nil
 	}
-	if len(k) < len(ID{}) {
+	prev, ok := groupFirstID(k)
+	if !ok {
 		return errCorrupt
 	}
-	prev := ID(k[len(k)-len(ID{}):])
 	var rec [idemRecordLen]byte
 	for v = v[1:]; len(v) > 0; {
 		n, w := binary.Uvarint(v)
@@ -319,11 +328,11 @@ func (d *DB) eraseIdemGroups(erased map[ID]bool) error {
 			return err
 		}
 		k := it.Key()
-		if len(k) < len(ID{}) {
+		prev, ok := groupFirstID(k) // the key stays: its first id too
+		if !ok {
 			return errCorrupt
 		}
 		kept = append(kept[:0], compactGroup)
-		prev := ID(k[len(k)-len(ID{}):]) // the key stays: its first id too
 		hit := false
 		err = eachIdemEntry(k, v, func(key, rec []byte) {
 			if erased[ID(idemRecordID(rec))] {
