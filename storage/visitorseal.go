@@ -1,8 +1,6 @@
 package storage
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -224,40 +222,7 @@ func (m *visitorMem) thaw(day uint32) {
 // their arena bytes (which order as the keys do), each visitor's entries
 // grouped by a counting sort and put in key order.
 func (d *DB) writeVisitorTables(day uint32, snap daySnapshot, names []string) (paths []string, datasets []uint32, err error) {
-	// Sorted by a fixed-size key (dataset and length, then the first 16
-	// bytes of the id) that decides most comparisons without reading the
-	// arena: with a million one-event visitors the arena reads were most
-	// of a seal's time. Eight bytes were not enough: ids such as v_<n> or
-	// user_<n> share their first eight in runs of a hundred (session 18).
-	type sortKey struct {
-		hi, lo, lo2 uint64
-		num         uint32
-	}
-	keys := make([]sortKey, len(snap.vis))
-	for i := range keys {
-		vb := visitorBytes(snap.arena, snap.vis, uint32(i))
-		var lo [16]byte
-		copy(lo[:], vb[6:])
-		hi := uint64(binary.BigEndian.Uint32(vb))<<16 | uint64(binary.BigEndian.Uint16(vb[4:]))
-		keys[i] = sortKey{hi, binary.BigEndian.Uint64(lo[:8]), binary.BigEndian.Uint64(lo[8:]), uint32(i)}
-	}
-	slices.SortFunc(keys, func(a, b sortKey) int {
-		// Each field decides alone when it differs: cmp.Or would compare
-		// all three every time (a fifth of the sort).
-		switch {
-		case a.hi != b.hi:
-			return cmp.Compare(a.hi, b.hi)
-		case a.lo != b.lo:
-			return cmp.Compare(a.lo, b.lo)
-		case a.lo2 != b.lo2:
-			return cmp.Compare(a.lo2, b.lo2)
-		}
-		return bytes.Compare(visitorBytes(snap.arena, snap.vis, a.num), visitorBytes(snap.arena, snap.vis, b.num))
-	})
-	order := make([]uint32, len(keys)) // visitor numbers in key order
-	for i, k := range keys {
-		order[i] = k.num
-	}
+	order := sealOrder(snap)                 // visitor numbers in key order
 	start := make([]uint32, len(snap.vis)+1) // by position in order: where its entries start
 	pos := make([]uint32, len(snap.vis))     // by visitor number: its position in order
 	for p, num := range order {
