@@ -78,10 +78,17 @@ func TestStreamHandleBooksMessages(t *testing.T) {
 	if sub.created.Max() != 10*time.Millisecond {
 		t.Errorf("created_at latency %v", sub.created.Max())
 	}
-	if sub.slow != 1 || string(sub.lastID) != "evt_01XYZ" {
+	// Properties that repeat the fields' names do not move them: the id
+	// is the first, created_at the last.
+	sub.handle([]byte(fmt.Sprintf(`{"type":"event","data":{"id":"evt_02DEF","event":"x","properties":{"sent_ns":"%d","id":"p","created_at":"2026-01-15T10:29:59.000Z"},"timestamp":"2026-01-15T10:29:59.980Z","created_at":"2026-01-15T10:29:59.980Z"}}`, sent)), now)
+	if string(sub.lastID) != "evt_02DEF" || sub.created.Max() != 20*time.Millisecond || sub.lat.Count() != 2 {
+		t.Errorf("last id %s, created_at latency %v, %d latencies", sub.lastID, sub.created.Max(), sub.lat.Count())
+	}
+	sub.handle([]byte(`{"type":"error","error":"slow_consumer","message":"m","last_id":"evt_01XYZ"}`), now)
+	if sub.slow != 2 || string(sub.lastID) != "evt_01XYZ" {
 		t.Errorf("slow %d last id %s", sub.slow, sub.lastID)
 	}
-	if len(sub.perSec) != 2 || sub.perSec[1] != 1 {
+	if len(sub.perSec) != 2 || sub.perSec[1] != 2 {
 		t.Errorf("per second %v", sub.perSec)
 	}
 }
@@ -292,6 +299,35 @@ func TestMarkKeepStart(t *testing.T) {
 		s.Mark()
 		if moved := s.start.Load() != 1; moved == keep {
 			t.Errorf("KeepStart %v: Mark moved the start: %v", keep, moved)
+		}
+	}
+}
+
+// BenchmarkStreamHandle books the event messages of the stream scenario as
+// eventd sends them, as each of its subscribers does.
+func BenchmarkStreamHandle(b *testing.B) {
+	s := &Subscribers{}
+	now := time.Now()
+	s.start.Store(now.UnixNano())
+	sub := &streamSub{s: s, closes: map[string]uint64{}}
+	msg := []byte(fmt.Sprintf(`{"type":"event","data":{"id":"evt_01JE5B7ZC3M2Q8R4T6V8X0Y2A4","event":"stream_bench","visitor_id":"v_123456","properties":{"sent_ns":"%d","seq":123456,"amount":12.5,"currency":"EUR","page":"/checkout/confirm","referrer":"https://www.example.com/products/sku_123456"},"timestamp":"2026-01-15T10:29:59.990Z","created_at":"2026-01-15T10:29:59.990Z"}}`, now.UnixNano()))
+	for range b.N {
+		sub.handle(msg, now)
+	}
+}
+
+func TestCreatedAt(t *testing.T) {
+	for _, tc := range []struct{ msg, want string }{
+		{`{"type":"event","data":{"id":"e","created_at":"2026-01-15T10:29:59.990Z"}}`, "2026-01-15T10:29:59.990Z"},
+		// Not where eventd puts it: found wherever it is last.
+		{`{"type":"event","data":{"created_at":"2026-01-15T10:29:59.990Z","id":"e"}}`, "2026-01-15T10:29:59.990Z"},
+		{`{"type":"event","data":{"properties":{"created_at":"x"},"created_at":"2026-01-15T10:29:59.991Z"} }`, "2026-01-15T10:29:59.991Z"},
+		{`{"type":"event","data":{"id":"e","timestamp":"2026-01-15T10:29:59.990Z"}}`, ""},
+		{`"}}`, ""},
+	} {
+		v, ok := createdAt([]byte(tc.msg))
+		if string(v) != tc.want || ok != (tc.want != "") {
+			t.Errorf("createdAt(%s) = %q, %v; want %q", tc.msg, v, ok, tc.want)
 		}
 	}
 }
