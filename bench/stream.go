@@ -521,9 +521,9 @@ var (
 // event message is eventd's event JSON (eventjson.Append): the id first,
 // the properties (the bench's sent_ns their first member) in the middle,
 // created_at last. The id and created_at are read where eventd puts them
-// and sent_ns looked for after the id: scanning the whole message for each of them
-// was a third of the subscribers' CPU, which shares the machine with the
-// server it measures.
+// and sent_ns looked for after the id: scanning the whole message for
+// each was a third of the subscribers' CPU, which shares the machine with
+// the server it measures.
 func (sub *streamSub) handle(msg []byte, now time.Time) {
 	if !bytes.HasPrefix(msg, streamEventPrefix) {
 		if sub.cursorQuery != "" && bytes.Contains(msg, streamBadRequest) {

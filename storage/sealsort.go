@@ -50,7 +50,7 @@ func sealOrder(s daySnapshot) []uint32 {
 			positions = append(positions, p)
 		}
 	}
-	present := make([][4]uint64, sealFixed)
+	var present [sealFixed][4]uint64
 	for i := range n {
 		f := fixed(uint32(i))
 		for _, p := range positions {
