@@ -128,7 +128,7 @@ func (b *Batch) appendIdemRecords() {
 		j := i
 		for ; j < len(ir.recs) && bytes.Equal(key(ir.recs[j]), k); j++ {
 			e := value(ir.recs[j])
-			n, w := binary.Uvarint(e) // the entry as addIdemRecord wrote it
+			n, w := binary.Uvarint(e) // the entry as AddIdempotencyFiled wrote it
 			g = appendCompactEntry(g, e[w:w+int(n)], e[w+int(n):], &prev)
 		}
 		op := b.b.SetDeferred(len(k)+len(first), len(g))
@@ -257,7 +257,7 @@ func (b *Batch) addLateKeys(p *pendingLate) {
 func (b *Batch) AddIdempotency(keyID, key string, r IdemRecord) {
 	b.waitIdemFilter() // the hash's seed may be the saved filter's
 	slot, filed := b.db.FileIdempotency(b.db.IdempotencyHash(keyID, key), r.CreatedAt)
-	b.addIdemRecord(keyID, key, slot, filed, r)
+	b.AddIdempotencyFiled(keyID, key, slot, filed, r)
 }
 
 // waitIdemFilter waits, once a batch, for Open's rebuild of the filter.
@@ -275,12 +275,6 @@ func (b *Batch) waitIdemFilter() {
 // filed: in slot's group if the filter took it (filed), in its day's
 // partition if not. The filter is not asked again.
 func (b *Batch) AddIdempotencyFiled(keyID, key string, slot uint64, filed bool, r IdemRecord) {
-	b.addIdemRecord(keyID, key, slot, filed, r)
-}
-
-// addIdemRecord adds keyID's key with its record r: in slot's group if the
-// filter holds it there (filed), else in the day layout.
-func (b *Batch) addIdemRecord(keyID, key string, slot uint64, filed bool, r IdemRecord) {
 	if b.recs == nil {
 		if b.recs, _ = b.db.pools.idem.Get().(*idemRecords); b.recs == nil {
 			b.recs = new(idemRecords)
