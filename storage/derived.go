@@ -46,9 +46,12 @@ type derived struct {
 	// (erasure rebuilds, dataset deletion) hold it so no checkpoint
 	// interleaves with their read-then-write.
 	ckptMu sync.Mutex
-	kick   chan struct{}
-	stop   chan struct{}
-	done   chan struct{}
+	// settling, when set (tests), is called by compactFrozen after each
+	// bucket it settles, with no lock held.
+	settling func()
+	kick     chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // maxOverlayBuckets starts a checkpoint early when the overlay grows past
@@ -127,11 +130,46 @@ func (o *overlay) add(c rollupCell, a *rollupAgg) {
 	}
 }
 
-// compact settles every sketch, so a frozen overlay is only read from then on.
+// compact settles every sketch, so that the overlay is only read from then on.
 func (o *overlay) compact() {
 	for _, s := range o.series {
 		for _, b := range s {
 			b.roll.sketch.compact()
+		}
+	}
+}
+
+// compactFrozen settles the frozen overlay's sketches, each on a copy made
+// under mu and installed under mu, so that folds into cur and readers (who
+// may settle a sketch themselves, under mu) wait for copies, never for the
+// settling: done at once under the locks it held every fold, and so every
+// shard's next commit, for 10 ms and more (docs/benchmarks.md, session 41).
+// Nothing adds to a frozen sketch, so a copy settled is the sketch settled.
+// Folds and dropDatasets write only cur's maps: walking frozen's needs no
+// lock.
+func (dv *derived) compactFrozen() {
+	var buf []uint32
+	for _, s := range dv.frozen.series {
+		for _, b := range s {
+			sk := &b.roll.sketch
+			dv.mu.Lock()
+			if len(sk.pending) == 0 {
+				dv.mu.Unlock()
+				continue
+			}
+			buf = append(buf[:0], sk.pending...)
+			c := Sketch{sparse: sk.sparse, pending: buf, dense: sk.dense}
+			dv.mu.Unlock()
+			c.compact() // allocates what it keeps; sparse is not written
+			c.pending = nil
+			dv.mu.Lock()
+			if len(sk.pending) != 0 { // else a reader settled it meanwhile
+				*sk = c
+			}
+			dv.mu.Unlock()
+			if dv.settling != nil {
+				dv.settling()
+			}
 		}
 	}
 }
@@ -199,7 +237,7 @@ func (dv *derived) checkpoint() {
 }
 
 // checkpointLocked freezes the overlay (unless a failed attempt left one
-// frozen) and writes it: one merge operand per counter and rollup bucket and
+// frozen), settles its sketches and writes it: one merge operand per counter and rollup bucket and
 // the deletion of its L entries, in one unsynced batch. Unsynced is enough:
 // a crash that loses the batch loses its deletions too, and the L entries
 // are folded in again at the next start.
@@ -215,10 +253,10 @@ func (dv *derived) checkpointLocked() error {
 			dv.viewMu.Unlock()
 			return nil
 		}
-		dv.cur.compact()
 		dv.frozen, dv.cur = dv.cur, newOverlay()
 		dv.mu.Unlock()
 		dv.viewMu.Unlock()
+		dv.compactFrozen()
 		dv.db.splits.observe(dv.frozen, time.Now())
 	}
 	b := dv.db.db.NewBatch()
