@@ -235,6 +235,54 @@ func TestCheckpointSettlesBetweenFolds(t *testing.T) {
 	checkDerived(t, db2, ds, day, day+dayMs-1, w)
 }
 
+// TestSketchReadsDuringCheckpoints reads visitor counts while commits and
+// checkpoints run, so that readers settle sketches of the frozen overlay
+// while the checkpoint settles and writes it (the race detector watches),
+// and the final count is the sketch of every visitor committed.
+func TestSketchReadsDuringCheckpoints(t *testing.T) {
+	const ds = 4
+	db := openTestDB(t, "")
+	day := int64(planDay)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	untilStopped(&wg, stop, errs, func() error {
+		db.derived.checkpoint()
+		return nil
+	})
+	unique := func() (int64, error) {
+		aggs, err := db.Aggregate(AggQuery{Dataset: ds, Unique: true, Bounds: []int64{day, day + dayMs}})
+		if err != nil {
+			return 0, err
+		}
+		return aggs[0].Sketch.Count(), nil
+	}
+	untilStopped(&wg, stop, errs, func() error {
+		_, err := unique()
+		return err
+	})
+	var want Sketch
+	for i := uint64(1); i <= 3000; i += 10 {
+		var evs []*Event
+		for j := i; j < i+10; j++ {
+			v := fmt.Sprint("visitor-", j)
+			want.Add(HashVisitor(v))
+			evs = append(evs, &Event{ID: testID(j), Name: "e", VisitorID: v, HasVisitor: true, Timestamp: day + int64(j)*20*1000})
+		}
+		commitEvents(t, db.DB, ds, evs...)
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	if got, err := unique(); err != nil || got != want.Count() {
+		t.Fatalf("visitors = %d, %v; want %d", got, err, want.Count())
+	}
+}
+
 func TestDerivedLogRoundTrip(t *testing.T) {
 	r := newRollups()
 	*r.cell(1, "signup", 5*minuteMs) = rollupAgg{count: 3, hll: []uint32{1<<8 | 2, 9<<8 | 1}, props: []propSum{{"amount", sumValue{sum: 1.5, comp: 1e-17, n: 2}}}}
