@@ -139,14 +139,13 @@ func (o *overlay) compact() {
 	}
 }
 
-// compactFrozen settles the frozen overlay's sketches, each on a copy made
-// under mu and installed under mu, so that folds into cur and readers (who
-// may settle a sketch themselves, under mu) wait for copies, never for the
-// settling: done at once under the locks it held every fold, and so every
-// shard's next commit, for 10 ms and more (docs/benchmarks.md, session 41).
-// Nothing adds to a frozen sketch, so a copy settled is the sketch settled.
-// Folds and dropDatasets write only cur's maps: walking frozen's needs no
-// lock.
+// compactFrozen settles the frozen overlay's sketches one at a time, each
+// on a copy taken and installed under mu: every commit's fold takes mu, so
+// settling the whole overlay under it held every shard's next commit for
+// 10 ms and more (docs/benchmarks.md, session 41). A reader that settles a
+// sketch meanwhile (under mu) makes the install a no-op, as nothing adds
+// to a frozen sketch. Folds and dropDatasets write only cur's maps, so
+// walking frozen's needs no lock.
 func (dv *derived) compactFrozen() {
 	var buf []uint32
 	for _, s := range dv.frozen.series {
@@ -237,10 +236,11 @@ func (dv *derived) checkpoint() {
 }
 
 // checkpointLocked freezes the overlay (unless a failed attempt left one
-// frozen), settles its sketches and writes it: one merge operand per counter and rollup bucket and
-// the deletion of its L entries, in one unsynced batch. Unsynced is enough:
-// a crash that loses the batch loses its deletions too, and the L entries
-// are folded in again at the next start.
+// frozen), settles its sketches and writes it: one merge operand per
+// counter and rollup bucket and the deletion of its L entries, in one
+// unsynced batch. Unsynced is enough: a crash that loses the batch loses
+// its deletions too, and the L entries are folded in again at the next
+// start.
 func (dv *derived) checkpointLocked() error {
 	if dv.db.readOnly {
 		return nil
