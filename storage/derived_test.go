@@ -150,6 +150,28 @@ func TestDerivedErasureAfterCrash(t *testing.T) {
 	_ = db2.Close()
 }
 
+// whileCheckpointing runs db's checkpoints and read in loops while write
+// runs, and fails the test with read's first error.
+func whileCheckpointing(t *testing.T, db *DB, read func() error, write func()) {
+	t.Helper()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	untilStopped(&wg, stop, errs, func() error {
+		db.derived.checkpoint()
+		return nil
+	})
+	untilStopped(&wg, stop, errs, read)
+	write()
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
 // TestDerivedReadsDuringCheckpoints reads totals while commits and
 // checkpoints run: a total never goes down, never exceeds what was
 // committed, and never misses what was acknowledged before the read began.
@@ -159,15 +181,8 @@ func TestDerivedReadsDuringCheckpoints(t *testing.T) {
 	day := int64(planDay)
 	const total = 600
 	var acked atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, 1)
-	untilStopped(&wg, stop, errs, func() error {
-		db.derived.checkpoint()
-		return nil
-	})
 	var last int64
-	untilStopped(&wg, stop, errs, func() error {
+	whileCheckpointing(t, db.DB, func() error {
 		before := acked.Load()
 		got, err := db.Count(ds, "", day, day+dayMs-1)
 		if err == nil && (got < before || got < last || got > total) {
@@ -175,18 +190,12 @@ func TestDerivedReadsDuringCheckpoints(t *testing.T) {
 		}
 		last = got
 		return err
+	}, func() {
+		for i := uint64(1); i <= total; i++ {
+			commitEvents(t, db.DB, ds, &Event{ID: testID(i), Name: "e", Timestamp: day + int64(i)*1000})
+			acked.Add(1)
+		}
 	})
-	for i := uint64(1); i <= total; i++ {
-		commitEvents(t, db.DB, ds, &Event{ID: testID(i), Name: "e", Timestamp: day + int64(i)*1000})
-		acked.Add(1)
-	}
-	close(stop)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		t.Fatal(err)
-	default:
-	}
 	if got, _ := db.Count(ds, "", day, day+dayMs-1); got != total {
 		t.Fatalf("final Count = %d, want %d", got, total)
 	}
@@ -243,13 +252,6 @@ func TestSketchReadsDuringCheckpoints(t *testing.T) {
 	const ds = 4
 	db := openTestDB(t, "")
 	day := int64(planDay)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	untilStopped(&wg, stop, errs, func() error {
-		db.derived.checkpoint()
-		return nil
-	})
 	unique := func() (int64, error) {
 		aggs, err := db.Aggregate(AggQuery{Dataset: ds, Unique: true, Bounds: []int64{day, day + dayMs}})
 		if err != nil {
@@ -257,27 +259,21 @@ func TestSketchReadsDuringCheckpoints(t *testing.T) {
 		}
 		return aggs[0].Sketch.Count(), nil
 	}
-	untilStopped(&wg, stop, errs, func() error {
+	var want Sketch
+	whileCheckpointing(t, db.DB, func() error {
 		_, err := unique()
 		return err
-	})
-	var want Sketch
-	for i := uint64(1); i <= 3000; i += 10 {
-		var evs []*Event
-		for j := i; j < i+10; j++ {
-			v := fmt.Sprint("visitor-", j)
-			want.Add(HashVisitor(v))
-			evs = append(evs, &Event{ID: testID(j), Name: "e", VisitorID: v, HasVisitor: true, Timestamp: day + int64(j)*20*1000})
+	}, func() {
+		for i := uint64(1); i <= 3000; i += 10 {
+			var evs []*Event
+			for j := i; j < i+10; j++ {
+				v := fmt.Sprint("visitor-", j)
+				want.Add(HashVisitor(v))
+				evs = append(evs, &Event{ID: testID(j), Name: "e", VisitorID: v, HasVisitor: true, Timestamp: day + int64(j)*20*1000})
+			}
+			commitEvents(t, db.DB, ds, evs...)
 		}
-		commitEvents(t, db.DB, ds, evs...)
-	}
-	close(stop)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		t.Fatal(err)
-	default:
-	}
+	})
 	if got, err := unique(); err != nil || got != want.Count() {
 		t.Fatalf("visitors = %d, %v; want %d", got, err, want.Count())
 	}
