@@ -4,15 +4,20 @@
 // WAL's fdatasync calls and the gaps between them, and the stretches with
 // no P running at all. A CPU profile cannot show those: it samples only
 // what runs. Session 16 found the WAL's min-sync timer firing a
-// millisecond late this way (docs/benchmarks.md).
+// millisecond late this way (docs/benchmarks.md). With -blocked it sums
+// instead how long goroutines waited, by the stack they blocked in: session
+// 41 found every shard's commit waiting on the derived checkpoint's lock
+// (-blocked='derived).fold').
 //
 //	cd tools/tracegaps && go run . [-timeline 1000,20,100] FILE.trace
+//	cd tools/tracegaps && go run . -blocked='shard).flush' FILE.trace
 //
 // It is its own module so that golang.org/x/exp, which it needs for the
 // trace parser, stays out of eventd's dependency graph.
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +32,7 @@ import (
 
 func main() {
 	timeline := flag.String("timeline", "", "start_ms,len_ms,bin_us: also print goroutine states per bin for that window")
+	blocked := flag.String("blocked", "", "instead: sum the time goroutines waited, by the stack they blocked in, for stacks containing this text (\"\" for all: -blocked=)")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: tracegaps [-timeline start_ms,len_ms,bin_us] FILE.trace")
@@ -38,6 +44,20 @@ func main() {
 		os.Exit(1)
 	}
 	defer f.Close()
+	if isFlagSet("blocked") {
+		bs, err := Blocked(f, *blocked)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "tracegaps:", err)
+			os.Exit(1)
+		}
+		for i, b := range bs {
+			if i == 20 {
+				break
+			}
+			fmt.Println(b)
+		}
+		return
+	}
 	var win *window
 	if *timeline != "" {
 		if win, err = parseWindow(*timeline); err != nil {
@@ -286,4 +306,102 @@ func (w *window) String() string {
 		fmt.Fprintf(&b, "%8d %8.2f %8.1f %8.1f %8.2f %8.2f\n", (w.start + time.Duration(i)*w.bin).Microseconds(), r[0], r[1], r[2], r[3], r[4])
 	}
 	return b.String()
+}
+
+func isFlagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// BlockedStack is the waiting done in one blocking stack.
+type BlockedStack struct {
+	Stack      string // innermost frame first, package paths trimmed
+	N          int    // times a goroutine blocked there
+	Total, Max time.Duration
+}
+
+func (b BlockedStack) String() string {
+	return fmt.Sprintf("%10v n=%-6d max=%-10v %s", b.Total.Round(time.Microsecond), b.N, b.Max.Round(time.Microsecond), b.Stack)
+}
+
+// blockedFrames is how deep a blocking stack is told apart: deep enough to
+// reach from a lock or a channel to eventd's caller through Pebble's
+// commit pipeline.
+const blockedFrames = 14
+
+// Blocked sums, by the stack a goroutine blocked in, how long it waited
+// (from blocking until it was made runnable again), for stacks containing
+// match, longest total first. It is what a CPU profile cannot show: time
+// spent waiting for a lock, a channel or a commit (session 41 found the
+// shards' commits waiting for the derived checkpoint this way).
+func Blocked(r io.Reader, match string) ([]BlockedStack, error) {
+	tr, err := trace.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	type open struct {
+		at    trace.Time
+		stack string
+	}
+	waiting := map[trace.GoID]open{}
+	by := map[string]*BlockedStack{}
+	for {
+		ev, err := tr.ReadEvent()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ev.Kind() != trace.EventStateTransition || ev.StateTransition().Resource.Kind != trace.ResourceGoroutine {
+			continue
+		}
+		st := ev.StateTransition()
+		id := st.Resource.Goroutine()
+		from, to := st.Goroutine()
+		switch {
+		case from == trace.GoRunning && to == trace.GoWaiting:
+			if k := stackKey(ev.Stack()); strings.Contains(k, match) {
+				waiting[id] = open{ev.Time(), k}
+			}
+		case from == trace.GoWaiting && to == trace.GoRunnable:
+			o, ok := waiting[id]
+			if !ok {
+				continue
+			}
+			delete(waiting, id)
+			b := by[o.stack]
+			if b == nil {
+				b = &BlockedStack{Stack: o.stack}
+				by[o.stack] = b
+			}
+			d := time.Duration(ev.Time() - o.at)
+			b.N++
+			b.Total += d
+			b.Max = max(b.Max, d)
+		}
+	}
+	out := make([]BlockedStack, 0, len(by))
+	for _, b := range by {
+		out = append(out, *b)
+	}
+	slices.SortFunc(out, func(a, b BlockedStack) int { return cmp.Compare(b.Total, a.Total) })
+	return out, nil
+}
+
+// stackKey is a stack's innermost blockedFrames functions, package paths
+// trimmed, joined by " < ".
+func stackKey(st trace.Stack) string {
+	var fr []string
+	for f := range st.Frames() {
+		fn := f.Func
+		if i := strings.LastIndex(fn, "/"); i >= 0 {
+			fn = fn[i+1:]
+		}
+		if fr = append(fr, fn); len(fr) == blockedFrames {
+			break
+		}
+	}
+	return strings.Join(fr, " < ")
 }

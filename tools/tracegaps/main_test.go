@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/trace"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -103,4 +105,58 @@ func TestTimeline(t *testing.T) {
 	if lines := strings.Count(out, "\n"); lines != 2+10 {
 		t.Fatalf("timeline of 10 bins has %d lines:\n%s", lines, out)
 	}
+}
+
+// TestBlocked: a goroutine that waits for a lock held by the test is
+// found in the lock's stack, under its caller, and only there when asked
+// for a text of that stack.
+func TestBlocked(t *testing.T) {
+	var mu sync.Mutex
+	data := record(t, func() {
+		mu.Lock()
+		locked := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			close(locked)
+			waitForLock(&mu)
+			close(done)
+		}()
+		<-locked
+		for !parkedOnLock() {
+			runtime.Gosched()
+		}
+		mu.Unlock()
+		<-done
+	})
+	bs, err := Blocked(bytes.NewReader(data), "waitForLock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) != 1 || bs[0].N != 1 || bs[0].Total <= 0 || !strings.Contains(bs[0].Stack, "sync.(*Mutex).Lock") {
+		t.Fatalf("Blocked(waitForLock) = %+v, want the one wait in Mutex.Lock", bs)
+	}
+	if bs, _ := Blocked(bytes.NewReader(data), "no such function"); len(bs) != 0 {
+		t.Fatalf("Blocked(no such function) = %+v, want nothing", bs)
+	}
+	if !strings.Contains(bs[0].String(), "n=1 ") {
+		t.Errorf("line %q lacks the count", bs[0].String())
+	}
+}
+
+// parkedOnLock reports whether a goroutine in waitForLock is parked on
+// its mutex, as the runtime's stack dump says.
+func parkedOnLock() bool {
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "[sync.Mutex.Lock") && strings.Contains(g, "waitForLock") {
+			return true
+		}
+	}
+	return false
+}
+
+//go:noinline
+func waitForLock(mu *sync.Mutex) {
+	mu.Lock()
+	mu.Unlock()
 }
