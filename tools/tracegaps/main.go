@@ -92,30 +92,19 @@ const LongIdle = 500 * time.Microsecond
 
 // Summarize reads a trace; win, if not nil, also collects its timeline.
 func Summarize(r io.Reader, win *window) (*Stats, error) {
-	tr, err := trace.NewReader(r)
-	if err != nil {
-		return nil, err
-	}
 	s := &Stats{}
 	procs := map[trace.ProcID]bool{} // running
 	running := 0
 	fsyncStart := map[trace.GoID]trace.Time{}
 	var first, last, lastSyncEnd, lastProcAt, idleStart trace.Time
-	for {
-		ev, err := tr.ReadEvent()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := eachEvent(r, func(ev trace.Event) {
 		if first == 0 {
 			first = ev.Time()
 			lastProcAt, idleStart = first, first
 		}
 		last = ev.Time()
 		if ev.Kind() != trace.EventStateTransition {
-			continue
+			return
 		}
 		st := ev.StateTransition()
 		switch st.Resource.Kind {
@@ -163,9 +152,30 @@ func Summarize(r io.Reader, win *window) (*Stats, error) {
 				win.add(ev, first, id, to, fsync)
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	s.Duration = time.Duration(last - first)
 	return s, nil
+}
+
+// eachEvent calls fn with each event of the trace r, in order.
+func eachEvent(r io.Reader, fn func(trace.Event)) error {
+	tr, err := trace.NewReader(r)
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := tr.ReadEvent()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fn(ev)
+	}
 }
 
 // fsyncFunc is the call Pebble's WAL syncs through.
@@ -336,26 +346,15 @@ const blockedFrames = 14
 // spent waiting for a lock, a channel or a commit (session 41 found the
 // shards' commits waiting for the derived checkpoint this way).
 func Blocked(r io.Reader, match string) ([]BlockedStack, error) {
-	tr, err := trace.NewReader(r)
-	if err != nil {
-		return nil, err
-	}
 	type open struct {
 		at    trace.Time
 		stack string
 	}
 	waiting := map[trace.GoID]open{}
 	by := map[string]*BlockedStack{}
-	for {
-		ev, err := tr.ReadEvent()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := eachEvent(r, func(ev trace.Event) {
 		if ev.Kind() != trace.EventStateTransition || ev.StateTransition().Resource.Kind != trace.ResourceGoroutine {
-			continue
+			return
 		}
 		st := ev.StateTransition()
 		id := st.Resource.Goroutine()
@@ -368,7 +367,7 @@ func Blocked(r io.Reader, match string) ([]BlockedStack, error) {
 		case from == trace.GoWaiting && to == trace.GoRunnable:
 			o, ok := waiting[id]
 			if !ok {
-				continue
+				return
 			}
 			delete(waiting, id)
 			b := by[o.stack]
@@ -381,6 +380,9 @@ func Blocked(r io.Reader, match string) ([]BlockedStack, error) {
 			b.Total += d
 			b.Max = max(b.Max, d)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]BlockedStack, 0, len(by))
 	for _, b := range by {
