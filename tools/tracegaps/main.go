@@ -35,7 +35,7 @@ func main() {
 	blocked := flag.String("blocked", "", "instead: sum the time goroutines waited, by the stack they blocked in, for stacks containing this text (\"\" for all: -blocked=)")
 	flag.Parse()
 	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: tracegaps [-timeline start_ms,len_ms,bin_us] FILE.trace")
+		fmt.Fprintln(os.Stderr, "usage: tracegaps [-timeline start_ms,len_ms,bin_us | -blocked TEXT] FILE.trace")
 		os.Exit(2)
 	}
 	f, err := os.Open(flag.Arg(0))
@@ -318,6 +318,8 @@ func (w *window) String() string {
 	return b.String()
 }
 
+// isFlagSet reports whether the command line set the flag, so that an
+// empty -blocked= (every stack) differs from no -blocked at all.
 func isFlagSet(name string) bool {
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
