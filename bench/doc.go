@@ -37,7 +37,11 @@
 //     as many concurrent committers as the scenario has connections, is the
 //     storage ceiling. PebbleOptions.FsyncDelay adds a delay to every fsync
 //     (storage/vfsdelay, the same wrapper `eventd serve --fsync-delay` uses)
-//     to show what group commit is worth on slower disks.
+//     to show what group commit is worth on slower disks;
+//   - FsyncNoopServer, the no-op server answering a POST only once its body
+//     is fdatasynced (bodies queued meanwhile share one sync), is the
+//     durability floor: what any server that syncs before its 201 does at
+//     least, so eventd's single ratio cannot pass its ratio to the no-op.
 //
 // The ceilings run on the same machine, in the same process tree, alternating
 // with eventd in short rounds (eventd, noop, pebble; then the reverse order),

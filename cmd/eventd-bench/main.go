@@ -63,6 +63,8 @@ type options struct {
 	noopInProc      bool
 	keep            bool
 	serveNoop       string
+	serveFsyncNoop  string
+	fsyncNoopDir    string
 	serveSubs       bool
 	batchSize       int
 	pprofDir        string
@@ -88,7 +90,7 @@ type options struct {
 }
 
 // hiddenFlags are for the bench's own machinery and tests, not for users.
-var hiddenFlags = map[string]bool{"serve-noop": true, "serve-subscribers": true}
+var hiddenFlags = map[string]bool{"serve-noop": true, "serve-fsync-noop": true, "fsync-noop-dir": true, "serve-subscribers": true}
 
 func run(args []string) int {
 	var o options
@@ -108,7 +110,7 @@ func run(args []string) int {
 	fs.BoolVar(&o.eventNames, "event-names", false, "spread the events of the default template (single, batch, enterprise, mixed, import...) over eight names (half page_view, a quarter click, ...) instead of one, as real traffic is")
 	fs.StringVar(&o.jsonOut, "json", "bench-results.json", "results file; empty: none")
 	fs.StringVar(&o.htmlOut, "html", "bench-report.html", "self-contained HTML report; empty: none")
-	fs.DurationVar(&o.fsyncDelay, "fsync-delay", 0, "extra time per fsync, in eventd (serve --fsync-delay) and in the Pebble ceiling: emulates a slower disk")
+	fs.DurationVar(&o.fsyncDelay, "fsync-delay", 0, "extra time per fsync, in eventd (serve --fsync-delay), the Pebble ceiling and the fsync no-op: emulates a slower disk")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.StringVar(&o.pprofDir, "pprof", "", "directory for the server's CPU and allocation profiles, one extra profiled run per scenario and eventd subject")
 	fs.StringVar(&o.traceDir, "trace", "", "directory for the server's 2 s execution traces, one extra traced run per scenario and eventd subject (read them with tools/tracegaps)")
@@ -129,9 +131,11 @@ func run(args []string) int {
 	fs.IntVar(&o.cursorAckWindow, "cursor-ack-window", 0, "cursors scenario: the consumers' ack_window (1-10000); 0: the server's default (1000)")
 	fs.IntVar(&o.whereEvents, "where-events", 2_000_000, "where scenario: events loaded into its dataset, as dense as 10 million a month (10000000: the issue's month)")
 	fs.Uint64Var(&o.loadedEvents, "loaded-events", 5_000_000, "after the fresh runs, load this many more events into eventd and the Pebble ceiling and run single, batch, enterprise and mixed again (the steady-state figures); 0: skip")
-	fs.BoolVar(&o.noopInProc, "noop-inproc", false, "serve the no-op ceiling inside this process instead of a child process")
+	fs.BoolVar(&o.noopInProc, "noop-inproc", false, "serve the no-op ceilings (plain and fsync) inside this process instead of child processes")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (server data, log, Pebble store)")
 	fs.StringVar(&o.serveNoop, "serve-noop", "", "")
+	fs.StringVar(&o.serveFsyncNoop, "serve-fsync-noop", "", "")
+	fs.StringVar(&o.fsyncNoopDir, "fsync-noop-dir", "", "")
 	fs.BoolVar(&o.serveSubs, "serve-subscribers", false, "")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: eventd-bench [flags]\n\n")
@@ -169,7 +173,10 @@ examples:
 		}
 	})
 	if o.serveNoop != "" {
-		return serveNoopChild(o.serveNoop)
+		return serveChild(serveNoop(o.serveNoop))
+	}
+	if o.serveFsyncNoop != "" {
+		return serveChild(serveFsyncNoop(&o, o.serveFsyncNoop))
 	}
 	if o.serveSubs { // the stream scenario's subscriber process; its options follow as JSON
 		if fs.NArg() != 1 {
@@ -244,19 +251,23 @@ func (o *options) scenarioList() []string {
 
 // env is what a scenario can draw on: the target, its key, the ceilings.
 type env struct {
-	o        *options
-	target   string
-	key      string
-	srv      *bench.Eventd // nil with --target
-	admin    *bench.Admin  // nil when the admin API is out of reach
-	noopURL  string
-	noopPID  int    // the no-op child, for its CPU time; 0 in-process
-	dataDir  string // the started eventd's data directory; "" with --target
-	pebble   *bench.PebbleBaseline
-	tmpl     *bench.Template
-	origin   time.Time
-	runIndex uint64
-	mem      *bench.MemSource // nil when the server's memory is out of reach
+	o       *options
+	target  string
+	key     string
+	srv     *bench.Eventd // nil with --target
+	admin   *bench.Admin  // nil when the admin API is out of reach
+	noopURL string
+	noopPID int // the no-op child, for its CPU time; 0 in-process
+	// fsyncNoopURL and fsyncNoopPID are the durability floor's child
+	// (bench.FsyncNoopServer), always a process of its own.
+	fsyncNoopURL string
+	fsyncNoopPID int
+	dataDir      string // the started eventd's data directory; "" with --target
+	pebble       *bench.PebbleBaseline
+	tmpl         *bench.Template
+	origin       time.Time
+	runIndex     uint64
+	mem          *bench.MemSource // nil when the server's memory is out of reach
 }
 
 // seqBase gives every run its own range of sequence numbers, so visitor ids
@@ -359,12 +370,22 @@ func benchMain(ctx context.Context, o *options) error {
 	}
 
 	// The ceilings.
-	noopURL, noopPID, stopNoop, err := startNoopCeiling(o.noopInProc)
+	noopURL, noopPID, stopNoop, err := startCeiling(o.noopInProc, serveNoop(""), "--serve-noop", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("no-op ceiling: %w", err)
 	}
 	defer stopNoop()
 	e.noopURL, e.noopPID = noopURL, noopPID
+	// Its log beside eventd's data and the Pebble ceiling's store: the same disk.
+	fo := *o
+	fo.fsyncNoopDir = tmp
+	fsyncURL, fsyncPID, stopFsync, err := startCeiling(o.noopInProc, serveFsyncNoop(&fo, ""),
+		"--serve-fsync-noop", "127.0.0.1:0", "--fsync-noop-dir", tmp, "--fsync-delay", o.fsyncDelay.String())
+	if err != nil {
+		return fmt.Errorf("fsync no-op ceiling: %w", err)
+	}
+	defer stopFsync()
+	e.fsyncNoopURL, e.fsyncNoopPID = fsyncURL, fsyncPID
 	e.pebble, err = bench.OpenPebbleBaseline(bench.PebbleOptions{Dir: filepath.Join(tmp, "pebble"), FsyncDelay: o.fsyncDelay})
 	if err != nil {
 		return fmt.Errorf("pebble ceiling: %w", err)
@@ -815,22 +836,57 @@ func hasFlag(bin, name string) bool {
 	return strings.Contains(string(out), "-"+name+" ") || strings.Contains(string(out), "-"+name+"\n")
 }
 
-// startNoopCeiling serves the no-op server in a child process by default:
-// eventd runs in its own process with its own Go scheduler, and the ceiling
-// should be measured the same way.
-func startNoopCeiling(inProc bool) (url string, pid int, stop func(), err error) {
-	if inProc {
-		n, err := bench.StartNoop("")
-		if err != nil {
-			return "", 0, nil, err
-		}
-		return n.URL, 0, func() { n.Close() }, nil
+// startCeiling serves a ceiling's server in a child process (this binary
+// run with args, which calls serveChild) by default: eventd runs in its own
+// process with its own Go scheduler, and a ceiling should be measured the
+// same way. inProc serves it in this process with serve instead; its CPU
+// time is then not measured (pid 0).
+func startCeiling(inProc bool, serve serveFunc, args ...string) (url string, pid int, stop func(), err error) {
+	if !inProc {
+		return startChild(args...)
 	}
+	url, closeFn, err := serve()
+	if err != nil {
+		return "", 0, nil, err
+	}
+	return url, 0, func() { _ = closeFn() }, nil
+}
+
+// serveFunc starts a ceiling's server and says where it listens.
+type serveFunc func() (url string, close func() error, err error)
+
+// serveNoop serves the no-op ceiling on addr ("" picks a loopback port).
+func serveNoop(addr string) serveFunc {
+	return func() (string, func() error, error) {
+		n, err := bench.StartNoop(addr)
+		if err != nil {
+			return "", nil, err
+		}
+		return n.URL, n.Close, nil
+	}
+}
+
+// serveFsyncNoop serves the durability floor on addr, its log in
+// o.fsyncNoopDir, each sync followed by o.fsyncDelay.
+func serveFsyncNoop(o *options, addr string) serveFunc {
+	return func() (string, func() error, error) {
+		n, err := bench.StartFsyncNoop(bench.FsyncNoopOptions{Addr: addr, Dir: o.fsyncNoopDir, FsyncDelay: o.fsyncDelay})
+		if err != nil {
+			return "", nil, err
+		}
+		return n.URL, n.Close, nil
+	}
+}
+
+// startChild runs this binary with args as a ceiling's server (serveChild
+// on the other side), and returns the URL it printed and its PID, for its
+// CPU time.
+func startChild(args ...string) (url string, pid int, stop func(), err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", 0, nil, err
 	}
-	cmd := exec.Command(self, "--serve-noop", "127.0.0.1:0")
+	cmd := exec.Command(self, args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return "", 0, nil, err
@@ -863,15 +919,16 @@ func startNoopCeiling(inProc bool) (url string, pid int, stop func(), err error)
 	return strings.TrimSpace(line), cmd.Process.Pid, stop, nil
 }
 
-// serveNoopChild is the child side: serve, print the URL, and exit when the
-// parent closes stdin (also when the parent dies) or on a signal.
-func serveNoopChild(addr string) int {
-	n, err := bench.StartNoop(addr)
+// serveChild is the child side: start the server, print its URL, and close
+// it when the parent closes stdin (also when the parent dies) or on a
+// signal.
+func serveChild(start serveFunc) int {
+	url, closeFn, err := start()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "noop:", err)
+		fmt.Fprintln(os.Stderr, "eventd-bench child:", err)
 		return 1
 	}
-	fmt.Println(n.URL)
+	fmt.Println(url)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	eof := make(chan struct{})
@@ -880,7 +937,9 @@ func serveNoopChild(addr string) int {
 	case <-sig:
 	case <-eof:
 	}
-	n.Close()
+	if err := closeFn(); err != nil {
+		fmt.Fprintln(os.Stderr, "eventd-bench child:", err)
+	}
 	return 0
 }
 

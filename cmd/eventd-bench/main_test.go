@@ -71,6 +71,19 @@ func TestRunAgainstNoop(t *testing.T) {
 		if sc.Eventd.OK == 0 || len(sc.Eventd.Rounds) != 2 || len(sc.Ceilings) == 0 || sc.Ceilings[0].Ratio <= 0 {
 			t.Errorf("%s: %+v", sc.Name, sc)
 		}
+		if sc.Scenario != "single" {
+			continue
+		}
+		var ceilings []string
+		for _, c := range sc.Ceilings {
+			if c.Ratio <= 0 {
+				t.Errorf("%s: ceiling %s without a ratio", sc.Name, c.Name)
+			}
+			ceilings = append(ceilings, c.Name)
+		}
+		if got, want := strings.Join(ceilings, ", "), "noop, pebble, fsync noop"; got != want {
+			t.Errorf("%s: ceilings %s, want %s", sc.Name, got, want)
+		}
 	}
 	if got := strings.Join(rep.NotDone, "\n"); !strings.Contains(got, "ratelimit: needs the admin API") || !strings.Contains(got, "analytics") {
 		t.Errorf("not done: %q", got)

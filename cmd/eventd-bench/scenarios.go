@@ -23,8 +23,8 @@ type subject struct {
 	unit      string
 	eventsPer int  // for the progress line's events/s
 	server    bool // runs against eventd: profiled with --pprof
-	// ceiling names the baseline process whose CPU the run costs: "noop"
-	// or "pebble" (this process); "" is eventd.
+	// ceiling names the baseline process whose CPU the run costs: "noop",
+	// "fsync noop" or "pebble" (this process); "" is eventd.
 	ceiling string
 	run     func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error)
 	// prepare, when set, runs before each run outside its measured time
@@ -46,6 +46,8 @@ func (s subject) proc(e *env) int {
 	switch s.ceiling {
 	case "noop":
 		return e.noopPID
+	case fsyncNoop:
+		return e.fsyncNoopPID
 	case "pebble":
 		return -1
 	}
@@ -136,8 +138,11 @@ var scenarioDefs = map[string]scenarioDef{
 func httpSubject(e *env, name, url string, server bool, unit string, cfg bench.Config) subject {
 	per := max(cfg.EventsPerRequest, 1)
 	ceiling := ""
-	if url == e.noopURL {
+	switch url {
+	case e.noopURL:
 		ceiling = "noop"
+	case e.fsyncNoopURL:
+		ceiling = fsyncNoop
 	}
 	return subject{name: name, unit: unit, eventsPer: per, server: server, ceiling: ceiling,
 		run: func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error) {
@@ -180,6 +185,7 @@ func buildSingle(e *env) *plan {
 		ceilings: []subject{
 			httpSubject(e, "noop", e.noopURL, false, bench.UnitRequests, cfg),
 			pebbleSubject(e, "pebble", conns, 1, bench.UnitRequests),
+			httpSubject(e, fsyncNoop, e.fsyncNoopURL, false, bench.UnitRequests, cfg),
 		},
 		judge: func(sc *bench.ScenarioResult) {
 			r := bench.Ratio(sc.Eventd, sc.Ceilings[0])
@@ -188,6 +194,7 @@ func buildSingle(e *env) *plan {
 			p99 := sc.Eventd.Total().Latency.Percentile(99)
 			sc.Check(fmt.Sprintf("p99 at %d connections, fsync on", conns), "< 5ms", bench.FormatDuration(p99), p99 < 5*time.Millisecond)
 			sc.Note("raw Pebble Sync commits of one event by %d committers: eventd reaches %.0f%% of them", conns, 100*bench.Ratio(sc.Eventd, sc.Ceilings[1]))
+			fsyncFloorNote(sc)
 		},
 	}
 }
@@ -245,8 +252,11 @@ func buildEnterprise(e *env) *plan {
 			reqf = bench.EventRequestKeys("/events", keys, e.tmpl)
 			return nil
 		},
-		eventd:   httpSubject(e, "eventd", e.target, true, bench.UnitRequests, cfg),
-		ceilings: []subject{httpSubject(e, "noop", e.noopURL, false, bench.UnitRequests, noopCfg)},
+		eventd: httpSubject(e, "eventd", e.target, true, bench.UnitRequests, cfg),
+		ceilings: []subject{
+			httpSubject(e, "noop", e.noopURL, false, bench.UnitRequests, noopCfg),
+			httpSubject(e, fsyncNoop, e.fsyncNoopURL, false, bench.UnitRequests, noopCfg),
+		},
 		judge: func(sc *bench.ScenarioResult) {
 			t := sc.Eventd.Total()
 			share := 0.0
@@ -266,6 +276,11 @@ func buildEnterprise(e *env) *plan {
 			sc.Note("service time (from the actual send) p99 %s; the difference to the latency above is time queued for a connection while the server was behind",
 				bench.FormatDuration(t.Service.Percentile(99)))
 			sc.Note("p99 by round, in the order they ran: %s", sc.Eventd.RoundPercentiles(99))
+			if f := ceilingNamed(sc, fsyncNoop); f != nil {
+				ft := f.Total()
+				sc.Note("%s under the same load (what the disk's syncs and the machine leave to any server that syncs before its 201): p99 %s, p99.9 %s",
+					fsyncNoop, bench.FormatDuration(ft.Latency.Percentile(99)), bench.FormatDuration(ft.Latency.Percentile(99.9)))
+			}
 			if o.duration+o.warmup >= time.Minute {
 				sc.Note("runs of a minute or more pace each key exactly at its limit, so a sliding window may answer 429 at the edges")
 			}

@@ -40,6 +40,26 @@ const (
 
 const cpuTargetName = "server CPU per durable event / no-op CPU per request"
 
+// fsyncNoop names the durability floor's ceiling (bench.FsyncNoopServer).
+const fsyncNoop = "fsync noop"
+
+// fsyncFloorNote says what the durability floor reached in sc against the
+// no-op, in rate and CPU, and how much of it eventd reached: the floor is
+// the least any server that syncs before its 201 does, so the single
+// targets cannot be passed beyond it on the machine that ran the bench.
+func fsyncFloorNote(sc *bench.ScenarioResult) {
+	f, noop := ceilingNamed(sc, fsyncNoop), ceilingNamed(sc, "noop")
+	if f == nil || noop == nil {
+		return
+	}
+	cpu := "CPU not measured"
+	if r, fc, _, ok := bench.CPURatio(f, noop); ok {
+		cpu = fmt.Sprintf("%s CPU a request, %.2fx the no-op's", bench.FormatDuration(fc), r)
+	}
+	sc.Note("%s (the no-op answering each POST only once its body is fdatasynced, syncs grouped: the least a server that syncs before its 201 does): %.2f of the no-op, %s; eventd reaches %.0f%% of its rate",
+		fsyncNoop, bench.Ratio(f, noop), cpu, 100*bench.Ratio(sc.Eventd, f))
+}
+
 // ceilingNamed is a scenario's ceiling of that name, or nil.
 func ceilingNamed(sc *bench.ScenarioResult, name string) *bench.Series {
 	for _, c := range sc.Ceilings {
