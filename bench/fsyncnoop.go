@@ -96,14 +96,16 @@ func (s *FsyncNoopServer) Close() error {
 	return errors.Join(err, os.RemoveAll(s.dir))
 }
 
-// syncWriter appends bodies to a file and fdatasyncs them in groups.
+// syncWriter writes bodies one after the other into a file of fixed size,
+// from its start again when they reach its end, and fdatasyncs them in
+// groups.
 type syncWriter struct {
 	f     *os.File
 	size  int64
 	delay time.Duration
 
 	mu      sync.Mutex
-	cond    *sync.Cond // signalled when queue fills or closed is set
+	cond    *sync.Cond // signalled when a body is queued or closed is set
 	queue   []*syncWait
 	closed  bool
 	stopped chan struct{}
@@ -155,6 +157,7 @@ func (w *syncWriter) write(body []byte) error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
+		w.pool.Put(sw)
 		return errWriterClosed
 	}
 	w.queue = append(w.queue, sw)

@@ -176,7 +176,7 @@ examples:
 		return serveChild(serveNoop(o.serveNoop))
 	}
 	if o.serveFsyncNoop != "" {
-		return serveChild(serveFsyncNoop(&o, o.serveFsyncNoop))
+		return serveChild(serveFsyncNoop(o.serveFsyncNoop, o.fsyncNoopDir, o.fsyncDelay))
 	}
 	if o.serveSubs { // the stream scenario's subscriber process; its options follow as JSON
 		if fs.NArg() != 1 {
@@ -258,8 +258,8 @@ type env struct {
 	admin   *bench.Admin  // nil when the admin API is out of reach
 	noopURL string
 	noopPID int // the no-op child, for its CPU time; 0 in-process
-	// fsyncNoopURL and fsyncNoopPID are the durability floor's child
-	// (bench.FsyncNoopServer), always a process of its own.
+	// fsyncNoopURL and fsyncNoopPID are the durability floor
+	// (bench.FsyncNoopServer), a child like the no-op; PID 0 in-process.
 	fsyncNoopURL string
 	fsyncNoopPID int
 	dataDir      string // the started eventd's data directory; "" with --target
@@ -377,9 +377,7 @@ func benchMain(ctx context.Context, o *options) error {
 	defer stopNoop()
 	e.noopURL, e.noopPID = noopURL, noopPID
 	// Its log beside eventd's data and the Pebble ceiling's store: the same disk.
-	fo := *o
-	fo.fsyncNoopDir = tmp
-	fsyncURL, fsyncPID, stopFsync, err := startCeiling(o.noopInProc, serveFsyncNoop(&fo, ""),
+	fsyncURL, fsyncPID, stopFsync, err := startCeiling(o.noopInProc, serveFsyncNoop("", tmp, o.fsyncDelay),
 		"--serve-fsync-noop", "127.0.0.1:0", "--fsync-noop-dir", tmp, "--fsync-delay", o.fsyncDelay.String())
 	if err != nil {
 		return fmt.Errorf("fsync no-op ceiling: %w", err)
@@ -866,11 +864,11 @@ func serveNoop(addr string) serveFunc {
 	}
 }
 
-// serveFsyncNoop serves the durability floor on addr, its log in
-// o.fsyncNoopDir, each sync followed by o.fsyncDelay.
-func serveFsyncNoop(o *options, addr string) serveFunc {
+// serveFsyncNoop serves the durability floor on addr, its log in dir, each
+// sync followed by delay.
+func serveFsyncNoop(addr, dir string, delay time.Duration) serveFunc {
 	return func() (string, func() error, error) {
-		n, err := bench.StartFsyncNoop(bench.FsyncNoopOptions{Addr: addr, Dir: o.fsyncNoopDir, FsyncDelay: o.fsyncDelay})
+		n, err := bench.StartFsyncNoop(bench.FsyncNoopOptions{Addr: addr, Dir: dir, FsyncDelay: delay})
 		if err != nil {
 			return "", nil, err
 		}

@@ -24,7 +24,7 @@ type subject struct {
 	eventsPer int  // for the progress line's events/s
 	server    bool // runs against eventd: profiled with --pprof
 	// ceiling names the baseline process whose CPU the run costs: "noop",
-	// "fsync noop" or "pebble" (this process); "" is eventd.
+	// fsyncNoop or "pebble" (this process); "" is eventd.
 	ceiling string
 	run     func(ctx context.Context, d time.Duration, p *progress) (*bench.Result, error)
 	// prepare, when set, runs before each run outside its measured time

@@ -62,6 +62,31 @@ func TestCPUTarget(t *testing.T) {
 	}
 }
 
+func TestFsyncFloorNote(t *testing.T) {
+	tests := []struct {
+		name     string
+		floorOK  uint64        // requests in the floor's one-second round
+		floorCPU time.Duration // its CPU then; < 0: not read
+		want     string        // the note, "" for none
+	}{
+		{"half the no-op at twice its CPU", 1000, 40 * time.Millisecond,
+			"fsync noop (the no-op answering each POST only once its body is fdatasynced, syncs grouped: the least a server that syncs before its 201 does): 0.50 of the no-op, 40.0µs CPU a request, 2.00x the no-op's; eventd reaches 60% of its rate"},
+		{"its CPU not read", 1000, -1,
+			"fsync noop (the no-op answering each POST only once its body is fdatasynced, syncs grouped: the least a server that syncs before its 201 does): 0.50 of the no-op, CPU not measured; eventd reaches 60% of its rate"},
+		{"no floor in the run", 0, 0, ""},
+	}
+	for _, tc := range tests {
+		sc := scenario("single", bench.PhaseFresh, 600, 18*time.Millisecond, 2000, 40*time.Millisecond)
+		if tc.floorOK > 0 {
+			sc.Ceilings = append(sc.Ceilings, series(fsyncNoop, bench.UnitRequests, round(tc.floorOK, 0, tc.floorCPU)))
+		}
+		fsyncFloorNote(sc)
+		if got := strings.Join(sc.Notes, "\n"); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestCrossTargets(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {
