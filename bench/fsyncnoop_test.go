@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -19,16 +18,8 @@ func TestFsyncNoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := NewGenerator(Config{Target: srv.URL, Conns: 8, Duration: 10 * time.Second, MaxRequests: 500,
+	res := runLoopback(t, Config{Target: srv.URL, Conns: 8, Duration: 10 * time.Second, MaxRequests: 500,
 		Request: EventRequest("/events", "sk_test_noop", NewTemplate(EventTemplate))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := g.Run(context.Background())
-	g.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if res.Requests != 500 || res.Statuses[201] != 500 || len(res.Errors) != 0 {
 		t.Fatalf("requests %d statuses %v errors %v", res.Requests, res.Statuses, res.Errors)
 	}

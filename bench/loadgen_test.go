@@ -458,6 +458,21 @@ func TestBatchAccepted(t *testing.T) {
 	}
 }
 
+// runLoopback runs a generator with cfg against a real server to its end.
+func runLoopback(t *testing.T, cfg Config) *Result {
+	t.Helper()
+	g, err := NewGenerator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	res, err := g.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 func TestLoopbackAgainstNoop(t *testing.T) {
 	srv, err := StartNoop("")
 	if err != nil {
@@ -467,16 +482,8 @@ func TestLoopbackAgainstNoop(t *testing.T) {
 	tmpl := NewTemplate(EventTemplate)
 
 	// Closed loop: bounded by count, so it takes a fraction of a second.
-	g, err := NewGenerator(Config{Target: srv.URL, Conns: 8, Duration: 2 * time.Second, MaxRequests: 3000,
+	res := runLoopback(t, Config{Target: srv.URL, Conns: 8, Duration: 2 * time.Second, MaxRequests: 3000,
 		Request: EventRequest("/events", "sk_test_noop", tmpl)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := g.Run(context.Background())
-	g.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if res.Requests != 3000 || res.OK != 3000 || res.Statuses[201] != 3000 || len(res.Errors) != 0 {
 		t.Fatalf("closed loop: requests %d ok %d statuses %v errors %v", res.Requests, res.OK, res.Statuses, res.Errors)
 	}
@@ -491,7 +498,7 @@ func TestLoopbackAgainstNoop(t *testing.T) {
 	}
 
 	// Batches, with the accepted count read from the body.
-	g, _ = NewGenerator(Config{Target: srv.URL, Conns: 4, Duration: 2 * time.Second, MaxRequests: 200,
+	g, _ := NewGenerator(Config{Target: srv.URL, Conns: 4, Duration: 2 * time.Second, MaxRequests: 200,
 		Request: BatchRequest("/events/batch", "k", tmpl, 100), EventsPerRequest: 100, Accepted: BatchAccepted})
 	res, err = g.Run(context.Background())
 	g.Close()
