@@ -44,7 +44,7 @@
 //     least, so eventd's single ratio cannot pass its ratio to the no-op.
 //
 // The ceilings run on the same machine, in the same process tree, alternating
-// with eventd in short rounds (eventd, noop, pebble; then the reverse order),
+// with eventd in short rounds (eventd, then each ceiling; then the reverse),
 // so that drift (thermal throttling, other tenants, page cache, compaction
 // debt) hits both sides alike. A figure is the mean over rounds, and the
 // ratio is eventd's mean over the ceiling's. The load generator shares the
