@@ -203,7 +203,15 @@ func TestEnterpriseTargets(t *testing.T) {
 	for range 1000 {
 		sc.Eventd.Rounds[0].Latency.Record(8 * time.Millisecond)
 	}
+	floor := round(1000, 0, -1)
+	for range 1000 {
+		floor.Latency.Record(2 * time.Millisecond)
+	}
+	sc.Ceilings = append(sc.Ceilings, series(fsyncNoop, bench.UnitRequests, floor))
 	buildEnterprise(e).judge(sc)
+	if notes := strings.Join(sc.Notes, "\n"); !strings.Contains(notes, "fsync noop under the same load") || !strings.Contains(notes, "p99 2.00ms, p99.9 2.00ms") {
+		t.Errorf("no note of the floor's latency: %s", notes)
+	}
 	want := map[string]bool{
 		"p99 from the intended send time < 5ms":               false,
 		"p99 from the intended send time < 10ms (issue 12)":   true,
